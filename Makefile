@@ -1,0 +1,43 @@
+# Developer entry points. `make test` is what CI runs (.ci/run).
+
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+# Lint only the folders that exist yet; ruff fails on a missing path.
+LINT_PATHS := $(wildcard graphlift tests benchmarks examples)
+BENCHMARKS := $(sort $(wildcard benchmarks/*.py))
+
+.PHONY: venv demo test bench lint clean distclean
+
+# One OpenMP thread: a busy neighbour core makes 2-thread calls 150-700x slower (FACTS.md).
+demo test bench: export OMP_NUM_THREADS = 1
+
+venv: $(VENV)/.installed
+
+# The stamp re-runs the install whenever the package metadata or the pins change.
+# -c constraints.txt pins torch to the local CPU wheel.
+$(VENV)/.installed: pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -c constraints.txt -e '.[test]'
+	touch $@
+
+demo: venv
+	$(BIN)/python examples/demo.py
+
+test: venv
+	$(BIN)/python -m pytest -q tests
+	$(BIN)/ruff check $(LINT_PATHS)
+
+bench: venv
+	@set -e; for script in $(BENCHMARKS); do echo "== $$script"; $(BIN)/python $$script; done
+
+lint: venv
+	$(BIN)/ruff check $(LINT_PATHS)
+
+# Build and test leftovers; keeps .venv, which takes a while to rebuild (see distclean).
+clean:
+	rm -rf build dist *.egg-info .pytest_cache .ruff_cache
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

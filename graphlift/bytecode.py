@@ -1,0 +1,75 @@
+"""The instruction layer: decoding CPython bytecode for the translator, one version at a time.
+
+graphlift targets CPython 3.11 exactly. Everything that differs between versions (the CALL
+protocol, jump encoding, the exception table) is decoded here, so opcode handlers never branch on
+the version.
+"""
+
+from __future__ import annotations
+
+import dis
+import sys
+import types
+from dataclasses import dataclass
+from typing import Any
+
+SUPPORTED_VERSIONS = ((3, 11),)
+
+
+def check_python_version(version: tuple[int, int] = sys.version_info[:2]) -> None:
+    """Raise with a clear message on a CPython whose bytecode graphlift does not know."""
+    if tuple(version) not in SUPPORTED_VERSIONS:
+        supported = ", ".join(f"{major}.{minor}" for major, minor in SUPPORTED_VERSIONS)
+        raise ImportError(
+            f"graphlift interprets CPython bytecode and supports Python {supported} only; "
+            f"this is Python {version[0]}.{version[1]}"
+        )
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """One decoded instruction; ``argval`` is resolved (names, constants, jump targets)."""
+
+    opname: str
+    arg: int | None
+    argval: Any
+    offset: int
+    lineno: int | None
+    is_jump_target: bool
+
+    def __str__(self) -> str:
+        # The columns of dis: offset, opcode name, argument, resolved value.
+        arg = "" if self.arg is None else str(self.arg)
+        return f"{self.offset:>6} {self.opname:<28} {arg:>4} ({self.argval!r})"
+
+
+def decode(code: types.CodeType) -> list[Instruction]:
+    """The code's instructions without CACHE entries; jump argvals are target offsets."""
+    result = []
+    lineno = code.co_firstlineno
+    for inst in dis.get_instructions(code):
+        if inst.positions is not None and inst.positions.lineno is not None:
+            lineno = inst.positions.lineno
+        result.append(Instruction(inst.opname, inst.arg, inst.argval, inst.offset, lineno,
+                                  inst.is_jump_target))
+    return result
+
+
+def all_opnames() -> set[str]:
+    """Every real opcode name of the running CPython (pseudo-opcodes excluded)."""
+    return {name for name in dis.opmap if not name.startswith("<")}
+
+
+def kw_names(code: types.CodeType, inst: Instruction) -> tuple[str, ...]:
+    """KW_NAMES' argument indexes co_consts in 3.11."""
+    return code.co_consts[inst.arg]
+
+
+def pushes_null(inst: Instruction) -> bool:
+    """LOAD_GLOBAL's low bit asks for a NULL below the value (3.11 CALL protocol)."""
+    return bool(inst.arg & 1)
+
+
+def dump(code: types.CodeType) -> str:
+    """The code's instructions in dis's columns, for the ``bytecode`` log artifact."""
+    return "\n".join(str(inst) for inst in decode(code))

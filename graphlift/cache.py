@@ -1,0 +1,148 @@
+"""The code-object cache: one ExtraState per code object, holding its chain of cache entries.
+
+The ExtraState lives in CPython's code-object extra slot (see :mod:`graphlift.code_extra`), so it
+is shared by every function object made from the same code (closures created in a loop) and is
+released with the code object. Reading the slot is slow (~1.6 µs), so wrappers look it up once and
+keep a direct reference.
+"""
+
+from __future__ import annotations
+
+import itertools
+import types
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch.fx
+
+from graphlift import code_extra
+from graphlift.graph_break import GraphBreak
+from graphlift.guards import CompiledGuards
+
+
+@dataclass(eq=False)
+class CacheEntry:
+    """Compiled code for one set of guards: ``check(*args)`` then ``run(*args)``."""
+
+    compile_id: str  # "frame id/compile index", e.g. "0/3"
+    compiled_guards: CompiledGuards
+    run: Callable[..., Any]
+    run_source: str
+    graph: torch.fx.GraphModule | None  # None when the frame runs eagerly or has no tensor ops
+
+    def __post_init__(self) -> None:
+        self.check = self.compiled_guards.fn  # bound once: read on every call
+
+    @property
+    def guards(self) -> list[str]:
+        """The guards as strings in torch.compile's notation (``L['n'] == 3``)."""
+        return self.compiled_guards.texts()
+
+    @property
+    def guard_source(self) -> str:
+        return self.compiled_guards.source
+
+    def __repr__(self) -> str:
+        kind = "graph" if self.graph is not None else "no graph"
+        return f"CacheEntry({self.compile_id}, {kind}, {len(self.guards)} guards)"
+
+
+@dataclass
+class Stats:
+    """Counters and per-phase seconds for one code object; read by tests and tools."""
+
+    hits: int = 0
+    misses: int = 0
+    compiles: int = 0
+    graphs: int = 0
+    eager_frames: int = 0  # compiles that ended in running the frame eagerly
+    graph_breaks: int = 0
+    recompile_limit_hit: bool = False
+    guard_seconds: float = 0.0  # guard evaluation on the miss path (hits are not timed)
+    translate_seconds: float = 0.0
+    backend_seconds: float = 0.0
+
+    @property
+    def calls(self) -> int:
+        return self.hits + self.misses
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls, "hits": self.hits, "misses": self.misses,
+            "compiles": self.compiles, "graphs": self.graphs, "eager_frames": self.eager_frames,
+            "graph_breaks": self.graph_breaks, "recompile_limit_hit": self.recompile_limit_hit,
+            "seconds": {"guards": self.guard_seconds, "translate": self.translate_seconds,
+                        "backend": self.backend_seconds},
+        }
+
+
+class ExtraState:
+    """Everything graphlift keeps for one code object."""
+
+    def __init__(self, code: types.CodeType) -> None:
+        self.name = code.co_name
+        self.location = f"{code.co_filename}:{code.co_firstlineno}"
+        self.clear()
+        _live_states.add(self)
+
+    def clear(self) -> None:
+        """Drop every entry and counter (``graphlift.reset``)."""
+        self.entries: list[CacheEntry] = []
+        self.head: CacheEntry | None = None  # entries[0], read by the fast path
+        self.frame_id: int | None = None
+        self.compile_count = 0
+        self.run_only = False  # a recompile limit was hit: misses run eagerly
+        self.stats = Stats()
+        self.breaks: list[GraphBreak] = []
+
+    def push_front(self, entry: CacheEntry) -> None:
+        self.entries.insert(0, entry)
+        self.head = entry
+
+    def move_to_front(self, index: int) -> None:
+        entry = self.entries.pop(index)
+        self.push_front(entry)
+
+    def next_compile_id(self) -> str:
+        global _accumulated_compiles
+        if self.frame_id is None:
+            self.frame_id = next(_frame_ids)
+        compile_id = f"{self.frame_id}/{self.compile_count}"
+        self.compile_count += 1
+        _accumulated_compiles += 1
+        return compile_id
+
+
+_live_states: weakref.WeakSet[ExtraState] = weakref.WeakSet()
+_frame_ids = itertools.count()
+_accumulated_compiles = 0
+
+
+def get_state(code: types.CodeType) -> ExtraState:
+    """The code object's ExtraState, created on first use. Slow: call once per wrapper."""
+    state = code_extra.get_extra(code)
+    if state is None:
+        state = ExtraState(code)
+        code_extra.set_extra(code, state)
+    return state
+
+
+def peek_state(code: types.CodeType) -> ExtraState | None:
+    """The ExtraState if the code object has one, without creating it."""
+    return code_extra.get_extra(code)
+
+
+def accumulated_compiles() -> int:
+    """Compiles across the process since the last reset."""
+    return _accumulated_compiles
+
+
+def reset_all() -> None:
+    """Clear every live ExtraState and the process-wide counters."""
+    global _frame_ids, _accumulated_compiles
+    for state in list(_live_states):
+        state.clear()
+    _frame_ids = itertools.count()
+    _accumulated_compiles = 0

@@ -1,0 +1,110 @@
+"""One registry of graphlift's settings, each with its default and a one-line doc.
+
+Read a setting as an attribute (``graphlift.config.recompile_limit``), set it the same way, and use
+``config.patch(name=value, ...)`` as a context manager or decorator to change settings temporarily.
+Unknown names raise ``AttributeError`` so that a typo never silently does nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A documented knob: its default and what it does."""
+
+    default: Any
+    doc: str
+
+
+# The registry: name -> Setting. Keep the doc to one line; the README lists these.
+SETTINGS: dict[str, Setting] = {
+    "recompile_limit": Setting(8, "max cache entries per code object before it runs eagerly"),
+    "accumulated_recompile_limit": Setting(
+        256, "max compiles across the process before every new miss runs eagerly"
+    ),
+    "fail_on_recompile_limit_hit": Setting(
+        False, "raise RecompileLimitExceeded instead of falling back to eager at a limit"
+    ),
+    "error_on_recompile": Setting(
+        False, "raise RecompileError on any recompile (tests, debugging)"
+    ),
+    "suppress_errors": Setting(
+        False, "turn internal translation errors into eager fallback instead of raising"
+    ),
+    "verbose": Setting(False, "include graphlift's own stack in logged errors"),
+}
+
+
+class Config:
+    """Attribute access over :data:`SETTINGS`, with ``patch`` for temporary changes."""
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "_values", {k: s.default for k, s in SETTINGS.items()})
+
+    def __getattr__(self, name: str) -> Any:
+        values = object.__getattribute__(self, "_values")
+        if name not in values:
+            known = ", ".join(sorted(values))
+            raise AttributeError(f"graphlift.config has no setting {name!r}; known: {known}")
+        return values[name]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self.__getattr__(name)
+        self._values[name] = value
+
+    def __dir__(self) -> list[str]:
+        return sorted(self._values) + ["patch", "defaults", "reset_to_defaults"]
+
+    def defaults(self) -> dict[str, Any]:
+        """The default value of every setting."""
+        return {k: s.default for k, s in SETTINGS.items()}
+
+    def reset_to_defaults(self) -> None:
+        """Put every setting back to its default."""
+        self._values.update(self.defaults())
+
+    def patch(self, **changes: Any) -> _Patch:
+        """Change settings inside a ``with`` block or a decorated function; restores on exit."""
+        for name in changes:
+            self.__getattr__(name)
+        return _Patch(self, changes)
+
+
+class _Patch(contextlib.ContextDecorator):
+    """Context manager and decorator returned by :meth:`Config.patch`."""
+
+    def __init__(self, config: Config, changes: dict[str, Any]) -> None:
+        self._config = config
+        self._changes = changes
+        self._saved: list[dict[str, Any]] = []
+
+    def __enter__(self) -> _Patch:
+        values = self._config._values
+        self._saved.append({k: values[k] for k in self._changes})
+        values.update(self._changes)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._config._values.update(self._saved.pop())
+
+    def __call__(self, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def patched(*args: Any, **kwargs: Any) -> Any:
+            with self:
+                return fn(*args, **kwargs)
+
+        return patched
+
+
+def iter_settings() -> Iterator[tuple[str, Setting]]:
+    """Every setting with its default and doc, for the README and ``graphlift doctor``."""
+    return iter(SETTINGS.items())
+
+
+config = Config()

@@ -1,0 +1,141 @@
+"""Frame conversion: one miss becomes one cache entry.
+
+``convert_frame`` runs the translator over the function with the call's arguments, then turns the
+result into a :class:`~graphlift.cache.CacheEntry`: the guards compiled into one function, the
+graph handed to the backend, and the run function that calls it. A construct the translator cannot
+follow gives an entry that runs the frame eagerly under the guards collected so far (running
+eagerly is always correct; the guards only decide when graphlift tries again).
+"""
+
+from __future__ import annotations
+
+import time
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from graphlift import bytecode, logs
+from graphlift.cache import CacheEntry, ExtraState
+from graphlift.codegen import OutputCodegen
+from graphlift.exc import Unsupported
+from graphlift.graph_break import GraphBreak, report
+from graphlift.guards import GuardBuilder
+from graphlift.output_graph import OutputGraph
+from graphlift.sources import FN_NAME
+from graphlift.translator import InstructionTranslator
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """What ``graphlift.compile`` was asked for."""
+
+    backend: str | Callable
+    fullgraph: bool
+    dynamic: bool | None
+
+
+@dataclass(frozen=True)
+class FrameSignature:
+    """The parameters of the generated guard and run functions for one code object."""
+
+    arg_names: tuple[str, ...]  # the frame's argument locals, in co_varnames order
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        return (FN_NAME, *self.arg_names)
+
+    @classmethod
+    def of(cls, code: types.CodeType) -> FrameSignature:
+        count = code.co_argcount + code.co_kwonlyargcount
+        count += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)  # *args, **kwargs
+        return cls(code.co_varnames[:count])
+
+
+def convert_frame(fn: types.FunctionType, state: ExtraState, args: tuple,
+                  options: CompileOptions) -> CacheEntry:
+    """Translate ``fn`` for the bound arguments ``args`` (function first) into a cache entry."""
+    signature = FrameSignature.of(fn.__code__)
+    compile_id = state.next_compile_id()
+    state.stats.compiles += 1
+    if logs.enabled("bytecode"):
+        logs.emit("bytecode", f"ORIGINAL BYTECODE {fn.__qualname__} {state.location}\n"
+                  f"{bytecode.dump(fn.__code__)}")
+    output = OutputGraph()
+    guards = GuardBuilder(fn.__globals__)
+    codegen = OutputCodegen(fn.__globals__)
+    start = time.perf_counter()
+    try:
+        tracer = InstructionTranslator(fn, dict(zip(signature.arg_names, args[1:])), output,
+                                       guards)
+        return_expr = tracer.run().reconstruct(codegen)
+    except Unsupported as error:
+        state.stats.translate_seconds += time.perf_counter() - start
+        if options.fullgraph:
+            raise
+        return _eager_entry(fn, state, signature, guards, compile_id, error)
+    output.finish([tensor.node for tensor in codegen.outputs])
+    has_graph = output.op_count > 0
+    if has_graph:
+        guards.global_state()
+        _guard_mutated_inputs(output, guards)
+    compiled_guards = guards.compile(signature.params)
+    state.stats.translate_seconds += time.perf_counter() - start
+    graph_module = graph_callable = None
+    if has_graph:
+        name = f"GraphModule_{compile_id.replace('/', '_')}"
+        graph_module, graph_callable, seconds = output.compile(options.backend, name)
+        state.stats.backend_seconds += seconds
+        state.stats.graphs += 1
+    run, run_source = codegen.build(signature.params, return_expr, graph_callable,
+                                    [graph_input.source for graph_input in output.inputs])
+    _log_guards(fn, compile_id, compiled_guards.source, compiled_guards.texts())
+    return CacheEntry(compile_id, compiled_guards, run, run_source, graph_module)
+
+
+def _guard_mutated_inputs(output: OutputGraph, guards: GuardBuilder) -> None:
+    """An input the graph mutates must not also be another input, or results would differ."""
+    for index in sorted(output.mutated_inputs):
+        mutated = output.inputs[index].source
+        for other in output.inputs:
+            if other.source != mutated:
+                guards.not_aliased(mutated, other.source)
+
+
+def _eager_entry(fn: types.FunctionType, state: ExtraState, signature: FrameSignature,
+                 guards: GuardBuilder, compile_id: str, error: Unsupported) -> CacheEntry:
+    """An entry that runs the original function, under the guards that led to the break."""
+    record = GraphBreak.from_unsupported(error)
+    state.breaks.append(record)
+    state.stats.graph_breaks += 1
+    state.stats.eager_frames += 1
+    report(record, fn.__qualname__)
+    compiled_guards = guards.compile(signature.params)
+    run, run_source = eager_run(fn.__code__, signature)
+    return CacheEntry(compile_id, compiled_guards, run, run_source, None)
+
+
+def eager_run(code: types.CodeType, signature: FrameSignature) -> tuple[Callable, str]:
+    """``def __gl_run(__gl_fn, a, b, args, k, kw): return __gl_fn(a, b, *args, k=k, **kw)``."""
+    names = signature.arg_names
+    positional = list(names[:code.co_argcount])
+    keyword_only = names[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
+    rest = names[code.co_argcount + code.co_kwonlyargcount:]
+    call = positional + [f"{k}={k}" for k in keyword_only]
+    if code.co_flags & 0x04:
+        call.append(f"*{rest[0]}")
+        rest = rest[1:]
+    if code.co_flags & 0x08:
+        call.append(f"**{rest[0]}")
+    source = (f"def __gl_run({', '.join(signature.params)}):\n"
+              f"    return {FN_NAME}({', '.join(call)})\n")
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<graphlift eager run>", "exec"), namespace)  # noqa: S102
+    return namespace["__gl_run"], source
+
+
+def _log_guards(fn: types.FunctionType, compile_id: str, source: str, texts: list[str]) -> None:
+    if logs.enabled("guards"):
+        listing = "\n".join(f"  - {text}" for text in texts)
+        logs.emit("guards", f"GUARDS {compile_id} {fn.__qualname__}:\n{listing}\n"
+                  f"generated check function:\n{source}")

@@ -1,0 +1,56 @@
+"""graphlift's exceptions: what the user may see, each carrying enough to act on."""
+
+from __future__ import annotations
+
+
+class GraphliftError(RuntimeError):
+    """Base class of every error graphlift raises on its own behalf."""
+
+
+class Unsupported(GraphliftError):
+    """Tracing met something it cannot follow; the frame falls back (or raises under fullgraph).
+
+    ``break_type`` is one of :class:`graphlift.graph_break.BreakType`'s values; ``location`` is the
+    user's ``file:line`` and ``source_line`` the text there, when known.
+    """
+
+    def __init__(
+        self,
+        explanation: str,
+        *,
+        break_type: str = "unsupported",
+        hints: tuple[str, ...] = (),
+        location: str | None = None,
+        source_line: str | None = None,
+    ) -> None:
+        super().__init__(explanation)
+        self.explanation = explanation
+        self.break_type = break_type
+        self.hints = hints
+        self.location = location
+        self.source_line = source_line
+
+    def __str__(self) -> str:
+        lines = [f"{self.break_type}: {self.explanation}"]
+        if self.location:
+            lines.append(f"  at {self.location}")
+            if self.source_line:
+                lines.append(f"    {self.source_line}")
+        lines.extend(f"  hint: {h}" for h in self.hints)
+        return "\n".join(lines)
+
+
+class BackendCompilerFailed(GraphliftError):
+    """The backend raised while compiling a graph; the original error is chained as __cause__."""
+
+
+class RecompileError(GraphliftError):
+    """A recompile happened while ``config.error_on_recompile`` was set."""
+
+
+class RecompileLimitExceeded(GraphliftError):
+    """A code object hit a recompile limit while failing on it was requested."""
+
+
+class GuardBuildError(GraphliftError):
+    """A guard could not be built for a value the graph depends on."""

@@ -1,0 +1,75 @@
+"""Graph breaks as structured records, shared by logs, ``explain()``, stats and the doctor.
+
+Until resume functions land, a break makes the whole frame run eagerly; the record still says
+where and why, so the report a user reads is the same one they will read later.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from graphlift import logs
+from graphlift.exc import Unsupported
+
+
+class BreakType(enum.Enum):
+    """The closed set of reasons a frame cannot be captured as one graph."""
+
+    UNSUPPORTED = "unsupported"  # a construct graphlift does not follow yet
+    UNSUPPORTED_OPCODE = "unsupported_opcode"  # an opcode listed in translator.UNSUPPORTED
+    UNSUPPORTED_CALL = "unsupported_call"  # a call graphlift cannot inline or put in the graph
+    SKIPPED_FUNCTION = "skipped_function"  # a function the trace rules skip (I/O, RNG state...)
+    DATA_DEPENDENT = "data_dependent"  # an op whose output depends on tensor data (.item())
+    DATA_DEPENDENT_BRANCH = "data_dependent_branch"  # if/while on a tensor's value
+    SIDE_EFFECT = "side_effect"  # a mutation of state outside the frame
+    UNSUPPORTED_OPERATOR = "unsupported_operator"  # an aten op fake tensors cannot run
+    TORCH_ERROR = "torch_error"  # a torch op raised while tracing (probably raises eagerly too)
+    USER_EXCEPTION = "user_exception"  # the frame raises (NameError, IndexError...) while tracing
+
+
+@dataclass(frozen=True)
+class GraphBreak:
+    """One break: what kind, where in the user's code, why, and what to do about it."""
+
+    break_type: BreakType
+    location: str | None
+    source_line: str | None
+    explanation: str
+    hints: tuple[str, ...] = ()
+    user_stack: tuple[str, ...] = field(default=())
+
+    @classmethod
+    def from_unsupported(cls, error: Unsupported) -> GraphBreak:
+        try:
+            break_type = BreakType(error.break_type)
+        except ValueError:
+            break_type = BreakType.UNSUPPORTED
+        stack = (f"  File {error.location}",) if error.location else ()
+        if error.location and error.source_line:
+            stack = (*stack, f"    {error.source_line}")
+        return cls(break_type, error.location, error.source_line, error.explanation,
+                   tuple(error.hints), stack)
+
+    def log_text(self, function_name: str) -> str:
+        lines = [
+            f"Graph break in user code at {self.location or '<unknown>'}",
+            f"Graph Break Reason: {self.break_type.value}: {self.explanation}",
+        ]
+        lines.extend(f"  Hint: {hint}" for hint in self.hints)
+        lines.append(f"The whole frame of {function_name} runs eagerly "
+                     "(graphlift does not generate resume functions yet).")
+        if self.user_stack:
+            lines.append("User code traceback:")
+            lines.extend(self.user_stack)
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        where = f" at {self.location}" if self.location else ""
+        return f"{self.break_type.value}{where}: {self.explanation}"
+
+
+def report(record: GraphBreak, function_name: str) -> None:
+    """Log a break under the ``graph_breaks`` artifact."""
+    if logs.enabled("graph_breaks"):
+        logs.emit("graph_breaks", record.log_text(function_name))

@@ -1,0 +1,253 @@
+"""Guards: what a cache entry assumed about its inputs, compiled into one Python function.
+
+Every guard has a display text in torch.compile's notation (``L['n'] == 3``,
+``L['x'].size()[0] == 8``) and a check expression for diagnosis. The fast path does not evaluate
+them one by one: :meth:`GuardBuilder.compile` joins a compact set of expressions (one tuple compare
+for a tensor's sizes, not one per dimension) into a single generated function whose source is kept.
+Only on a miss are the per-guard checks run, to name the first guard that failed and its value now.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from graphlift.sources import GLOBALS_NAME, Source
+
+
+class GuardKind(enum.Enum):
+    """The closed set of things a guard can assert."""
+
+    TYPE_MATCH = "type_match"  # type(v) is T
+    ID_MATCH = "id_match"  # v is <the object seen while tracing> (functions, modules, classes)
+    CONSTANT_MATCH = "constant_match"  # type and value of an int/float/bool/str/None/dtype...
+    TENSOR_MATCH = "tensor_match"  # type, dtype, device, requires_grad, sizes, strides
+    SAME_OBJECT = "same_object"  # two sources hold one object (an aliased argument)
+    NOT_ALIASED = "not_aliased"  # a tensor mutated by the graph is not also another input
+    LENGTH_CHECK = "length_check"  # len(v) == n for tuples and lists whose items were read
+    GLOBAL_STATE = "global_state"  # grad mode, autocast, default dtype
+
+
+@dataclass(frozen=True)
+class Guard:
+    """One assumption, as shown to users and as checked on a miss."""
+
+    kind: GuardKind
+    text: str  # display, e.g. "L['n'] == 3"
+    check: str  # Python expression over the generated function's parameters
+    current: str | None = None  # expression for "now ..." in recompile reasons
+
+
+# Global state that changes what a graph computes. Bound C functions: cheapest to call.
+_is_grad_enabled = torch.is_grad_enabled
+_is_autocast_enabled = torch._C._is_any_autocast_enabled
+_get_default_dtype = torch.get_default_dtype
+
+
+@dataclass
+class CompiledGuards:
+    """The generated check function of one cache entry, with its source and per-guard checks."""
+
+    fn: Callable[..., bool]
+    source: str
+    guards: list[Guard]
+    params: tuple[str, ...]
+    namespace: dict[str, Any]
+    _checks: list[Callable[..., bool]] | None = field(default=None, repr=False)
+
+    def texts(self) -> list[str]:
+        return [g.text for g in self.guards]
+
+    def first_failure(self, args: tuple) -> str | None:
+        """Text of the first guard that fails for ``args`` (with what it sees now), or None."""
+        for guard, check in zip(self.guards, self._per_guard_checks()):
+            try:
+                if check(*args):
+                    continue
+            except Exception:  # a guard that cannot even be evaluated has failed
+                return guard.text
+            return guard.text + self._now(guard, args)
+        return None
+
+    def _now(self, guard: Guard, args: tuple) -> str:
+        if guard.current is None:
+            return ""
+        try:
+            value = _lambda(self.params, guard.current, self.namespace)(*args)
+        except Exception:
+            return ""
+        return f" (now {value!r})"
+
+    def _per_guard_checks(self) -> list[Callable[..., bool]]:
+        if self._checks is None:
+            self._checks = [_lambda(self.params, g.check, self.namespace) for g in self.guards]
+        return self._checks
+
+
+def _lambda(params: tuple[str, ...], expr: str, namespace: dict[str, Any]) -> Callable:
+    return eval(f"lambda {', '.join(params)}: {expr}", namespace)  # noqa: S307 - generated
+
+
+class GuardBuilder:
+    """Collects guards while tracing; ``compile`` turns them into one function."""
+
+    def __init__(self, globals_dict: dict[str, Any]) -> None:
+        self.guards: list[Guard] = []
+        self._fast: list[str] = []
+        self._seen: set[tuple] = set()
+        self.namespace: dict[str, Any] = {
+            GLOBALS_NAME: globals_dict,
+            "torch": torch,
+            "__gl_grad": _is_grad_enabled,
+            "__gl_autocast": _is_autocast_enabled,
+            "__gl_default_dtype": _get_default_dtype,
+        }
+
+    # -- helpers -------------------------------------------------------------------------------
+    def const(self, value: Any) -> str:
+        """Name under which ``value`` is reachable from the generated code."""
+        name = f"__gl_c{len(self.namespace)}"
+        self.namespace[name] = value
+        return name
+
+    def _once(self, key: tuple) -> bool:
+        """True the first time ``key`` is seen; guards are deduplicated by kind and source."""
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        return True
+
+    def _add(self, guard: Guard) -> None:
+        self.guards.append(guard)
+
+    # -- guard kinds ---------------------------------------------------------------------------
+    def type_match(self, source: Source, value: Any) -> None:
+        if not self._once((GuardKind.TYPE_MATCH, source)):
+            return
+        t = self.const(type(value))
+        check = f"type({source.expr()}) is {t}"
+        self._add(Guard(GuardKind.TYPE_MATCH, f"type({source.name()}) is {_qualname(type(value))}",
+                        check, f"type({source.expr()})"))
+        self._fast.append(check)
+
+    def id_match(self, source: Source, value: Any) -> None:
+        if not self._once((GuardKind.ID_MATCH, source)):
+            return
+        check = f"{source.expr()} is {self.const(value)}"
+        self._add(Guard(GuardKind.ID_MATCH, f"{source.name()} is {_describe(value)}", check))
+        self._fast.append(check)
+
+    def constant_match(self, source: Source, value: Any) -> None:
+        """Type and value; None, bools and dtypes compare by identity."""
+        if not self._once((GuardKind.CONSTANT_MATCH, source)):
+            return
+        expr = source.expr()
+        if value is None or isinstance(value, (bool, torch.dtype)):
+            check = f"{expr} is {self.const(value)}"
+            self._add(Guard(GuardKind.CONSTANT_MATCH, f"{source.name()} is {value!r}", check, expr))
+            self._fast.append(check)
+            return
+        self.type_match(source, value)
+        check = f"{expr} == {self.const(value)}"
+        self._add(Guard(GuardKind.CONSTANT_MATCH, f"{source.name()} == {value!r}", check, expr))
+        self._fast.append(check)
+
+    def tensor_match(self, source: Source, tensor: torch.Tensor) -> None:
+        if not self._once((GuardKind.TENSOR_MATCH, source)):
+            return
+        e, n = source.expr(), source.name()
+        self.type_match(source, tensor)
+        dtype = self.const(tensor.dtype)
+        self._tensor_guard(f"{n}.dtype == {tensor.dtype}", f"{e}.dtype is {dtype}", f"{e}.dtype")
+        if tensor.device.type == "cpu":
+            device_check = f"{e}.is_cpu"
+        else:
+            device_check = f"{e}.device == {self.const(tensor.device)}"
+        self._tensor_guard(f"{n}.device == {tensor.device!r}", device_check, f"{e}.device")
+        rg = tensor.requires_grad
+        self._tensor_guard(f"{n}.requires_grad == {rg}",
+                           f"{e}.requires_grad is {rg}", f"{e}.requires_grad")
+        sizes, strides = tuple(tensor.shape), tuple(tensor.stride())
+        self._fast.append(f"{e}.shape == {self.const(sizes)}")
+        self._fast.append(f"{e}.stride() == {self.const(strides)}")
+        self._add(Guard(GuardKind.TENSOR_MATCH, f"{n}.dim() == {len(sizes)}",
+                        f"{e}.dim() == {len(sizes)}", f"{e}.dim()"))
+        for i, size in enumerate(sizes):
+            self._add(Guard(GuardKind.TENSOR_MATCH, f"{n}.size()[{i}] == {size}",
+                            f"{e}.size()[{i}] == {size}", f"{e}.size()[{i}]"))
+        for i, stride in enumerate(strides):
+            self._add(Guard(GuardKind.TENSOR_MATCH, f"{n}.stride()[{i}] == {stride}",
+                            f"{e}.stride()[{i}] == {stride}", f"{e}.stride()[{i}]"))
+
+    def _tensor_guard(self, text: str, check: str, current: str) -> None:
+        self._add(Guard(GuardKind.TENSOR_MATCH, text, check, current))
+        self._fast.append(check)
+
+    def same_object(self, source: Source, other: Source) -> None:
+        if not self._once((GuardKind.SAME_OBJECT, source, other)):
+            return
+        check = f"{source.expr()} is {other.expr()}"
+        self._add(Guard(GuardKind.SAME_OBJECT, f"{source.name()} is {other.name()}", check))
+        self._fast.append(check)
+
+    def not_aliased(self, source: Source, other: Source) -> None:
+        if not self._once((GuardKind.NOT_ALIASED, source, other)):
+            return
+        check = f"{source.expr()} is not {other.expr()}"
+        self._add(Guard(GuardKind.NOT_ALIASED, f"{source.name()} is not {other.name()}", check))
+        self._fast.append(check)
+
+    def length_check(self, source: Source, length: int) -> None:
+        if not self._once((GuardKind.LENGTH_CHECK, source)):
+            return
+        check = f"len({source.expr()}) == {length}"
+        self._add(Guard(GuardKind.LENGTH_CHECK, f"len({source.name()}) == {length}", check,
+                        f"len({source.expr()})"))
+        self._fast.append(check)
+
+    def global_state(self) -> None:
+        """Grad mode, autocast and the default dtype: each changes what a graph computes."""
+        if not self._once((GuardKind.GLOBAL_STATE,)):
+            return
+        grad = torch.is_grad_enabled()
+        autocast = bool(torch._C._is_any_autocast_enabled())
+        dtype = torch.get_default_dtype()
+        for text, check, current in (
+            (f"torch.is_grad_enabled() == {grad}", f"__gl_grad() is {grad}", "__gl_grad()"),
+            (f"torch.is_autocast_enabled() == {autocast}", f"__gl_autocast() is {autocast}",
+             "__gl_autocast()"),
+            (f"torch.get_default_dtype() == {dtype}",
+             f"__gl_default_dtype() is {self.const(dtype)}", "__gl_default_dtype()"),
+        ):
+            self._add(Guard(GuardKind.GLOBAL_STATE, text, check, current))
+            self._fast.append(check)
+
+    # -- output --------------------------------------------------------------------------------
+    def compile(self, params: tuple[str, ...], name: str = "guards") -> CompiledGuards:
+        """Generate ``def __gl_guards(<params>): return <all checks>`` and exec it."""
+        body = "\n            and ".join(self._fast) if self._fast else "True"
+        # A guard that raises (an attribute gone from an object) is a failed guard, not an error.
+        source = (f"def __gl_{name}({', '.join(params)}):\n    try:\n        return (\n"
+                  f"            {body}\n        )\n    except Exception:\n        return False\n")
+        namespace = dict(self.namespace)
+        exec(compile(source, f"<graphlift {name}>", "exec"), namespace)  # noqa: S102
+        fn = namespace[f"__gl_{name}"]
+        return CompiledGuards(fn, source, list(self.guards), params, namespace)
+
+
+def _qualname(t: type) -> str:
+    module = t.__module__
+    if module == "builtins":
+        return t.__qualname__
+    if module.startswith("torch"):
+        module = "torch"
+    return f"{module}.{t.__qualname__}"
+
+
+def _describe(value: Any) -> str:
+    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    return f"<{type(value).__name__} {name}>" if name else f"<{type(value).__name__} object>"

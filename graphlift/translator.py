@@ -1,0 +1,597 @@
+"""The symbolic bytecode interpreter: one method per CPython 3.11 opcode.
+
+``InstructionTranslator`` executes a frame's instructions on VariableTrackers instead of real
+values. Tensor operations become FX nodes (through ``call_torch``); Python values known while
+tracing are folded; anything it cannot follow raises :class:`~graphlift.exc.Unsupported`, which
+makes the frame run eagerly (or raise, under ``fullgraph=True``).
+
+Handlers are grouped like the language reference groups opcodes. Families share one
+implementation through aliases, and every opcode that is refused is listed in ``UNSUPPORTED`` with
+the reason. ``_check_opcode_coverage`` runs at import and fails if an opcode of the running CPython
+is neither handled nor refused.
+"""
+
+from __future__ import annotations
+
+import linecache
+import operator
+import types
+from typing import Any
+
+from graphlift import bytecode
+from graphlift.bytecode import Instruction
+from graphlift.exc import GraphliftError, Unsupported
+from graphlift.guards import GuardBuilder
+from graphlift.output_graph import OutputGraph
+from graphlift.sources import ClosureSource, GlobalSource, LocalSource
+from graphlift.variables.base import NullVariable, VariableTracker
+from graphlift.variables.builder import VariableBuilder, wrap_unguarded
+from graphlift.variables.constant import ConstantVariable, wrap_constant
+from graphlift.variables.containers import (
+    BaseListVariable,
+    DictVariable,
+    ListVariable,
+    TupleVariable,
+)
+from graphlift.variables.tensor import TensorVariable, call_torch
+
+# BINARY_OP's argument indexes this table (CPython's NB_* order); in-place forms follow.
+BINARY_OPS = (
+    operator.add, operator.and_, operator.floordiv, operator.lshift, operator.matmul,
+    operator.mul, operator.mod, operator.or_, operator.pow, operator.rshift, operator.sub,
+    operator.truediv, operator.xor,
+    operator.iadd, operator.iand, operator.ifloordiv, operator.ilshift, operator.imatmul,
+    operator.imul, operator.imod, operator.ior, operator.ipow, operator.irshift, operator.isub,
+    operator.itruediv, operator.ixor,
+)
+
+COMPARE_OPS = {
+    "<": operator.lt, "<=": operator.le, "==": operator.eq,
+    "!=": operator.ne, ">": operator.gt, ">=": operator.ge,
+}
+
+# A runaway loop while tracing (``while True`` on a constant) must not hang the caller.
+MAX_STEPS = 200_000
+
+
+class TranslationError(GraphliftError):
+    """graphlift itself failed while translating; the original error is chained."""
+
+
+class IteratorVariable(VariableTracker):
+    """An iterator over items known while tracing (GET_ITER over a range, list, tensor...)."""
+
+    def __init__(self, items: list[VariableTracker]) -> None:
+        super().__init__()
+        self.items = items
+        self.index = 0
+
+    def next_item(self) -> VariableTracker | None:
+        if self.index >= len(self.items):
+            return None
+        self.index += 1
+        return self.items[self.index - 1]
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        rest = self.items[self.index:]
+        self.index = len(self.items)
+        return rest
+
+
+class InstructionTranslator:
+    """Runs one frame symbolically. ``run()`` returns the tracker of the frame's return value."""
+
+    def __init__(self, fn: types.FunctionType, arguments: dict[str, Any],
+                 output: OutputGraph, guards: GuardBuilder) -> None:
+        self.fn = fn
+        self.code = fn.__code__
+        self.instructions = bytecode.decode(self.code)
+        self.index_of_offset = {inst.offset: i for i, inst in enumerate(self.instructions)}
+        self.output = output
+        self.guards = guards
+        self.builder = VariableBuilder(self)
+        self.stack: list[VariableTracker] = []
+        self.symbolic_locals: dict[str, VariableTracker] = {}
+        self.unread_arguments = dict(arguments)  # wrapped lazily: unread arguments get no guards
+        self.cells: dict[str, VariableTracker] = {}
+        self.ip = 0
+        self.steps = 0
+        self.inst: Instruction | None = None
+        self.kw_names: tuple[str, ...] = ()
+        self.return_value: VariableTracker | None = None
+
+    # -- the loop ------------------------------------------------------------------------------
+    def run(self) -> VariableTracker:
+        while self.return_value is None:
+            self.step()
+        return self.return_value
+
+    def step(self) -> None:
+        inst = self.instructions[self.ip]
+        self.inst = inst
+        self.ip += 1
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            raise self._located(Unsupported(f"more than {MAX_STEPS} instructions while tracing "
+                                            "(a loop that does not end on constants?)"))
+        handler = getattr(self, inst.opname, None)
+        if handler is None:
+            reason = UNSUPPORTED.get(inst.opname, "not implemented")
+            raise self._located(Unsupported(f"opcode {inst.opname}: {reason}",
+                                            break_type="unsupported_opcode"))
+        try:
+            handler(inst)
+        except Unsupported as error:
+            raise self._located(error) from error.__cause__
+        except GraphliftError:
+            raise
+        except Exception as error:
+            raise TranslationError(
+                f"internal error while translating {inst.opname} at {self.location()}: "
+                f"{type(error).__name__}: {error}") from error
+
+    def location(self) -> str:
+        line = self.inst.lineno if self.inst else self.code.co_firstlineno
+        return f"{self.code.co_filename}:{line}"
+
+    def _located(self, error: Unsupported) -> Unsupported:
+        if error.location is None and self.inst is not None:
+            error.location = self.location()
+            error.source_line = linecache.getline(self.code.co_filename,
+                                                  self.inst.lineno or 0).strip() or None
+        return error
+
+    def jump(self, inst: Instruction) -> None:
+        self.ip = self.index_of_offset[inst.argval]
+
+    def mark_mutated(self, value: VariableTracker) -> None:
+        """Record that the graph mutates ``value`` in place (for aliasing guards and DCE)."""
+        if isinstance(value, TensorVariable):
+            self.output.mark_mutated(value.fake)
+
+    # -- stack helpers -------------------------------------------------------------------------
+    def push(self, value: VariableTracker) -> None:
+        """Push one tracker."""
+        self.stack.append(value)
+
+    def pop(self) -> VariableTracker:
+        """Pop one tracker."""
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list[VariableTracker]:
+        """Pop ``n`` trackers, returned in stack order (deepest first)."""
+        if n == 0:
+            return []
+        values = self.stack[-n:]
+        del self.stack[-n:]
+        return values
+
+    def peek(self, depth: int = 1) -> VariableTracker:
+        """The tracker ``depth`` slots from the top, without popping it."""
+        return self.stack[-depth]
+
+    # -- no-ops --------------------------------------------------------------------------------
+    def NOP(self, inst: Instruction) -> None:
+        pass
+
+    RESUME = PRECALL = EXTENDED_ARG = CACHE = NOP
+
+    # -- stack manipulation --------------------------------------------------------------------
+    def POP_TOP(self, inst: Instruction) -> None:
+        self.pop()
+
+    def PUSH_NULL(self, inst: Instruction) -> None:
+        self.push(NullVariable())
+
+    def COPY(self, inst: Instruction) -> None:
+        self.push(self.peek(inst.arg))
+
+    def SWAP(self, inst: Instruction) -> None:
+        self.stack[-1], self.stack[-inst.arg] = self.stack[-inst.arg], self.stack[-1]
+
+    # -- loads and stores ----------------------------------------------------------------------
+    def LOAD_CONST(self, inst: Instruction) -> None:
+        value = inst.argval
+        if isinstance(value, types.CodeType):
+            self.push(ConstantVariable(value))  # consumed by MAKE_FUNCTION
+        else:
+            self.push(wrap_constant(value))
+
+    def LOAD_FAST(self, inst: Instruction) -> None:
+        name = inst.argval
+        if name not in self.symbolic_locals:
+            if name not in self.unread_arguments:
+                raise Unsupported(f"local variable {name!r} referenced before assignment",
+                                  break_type="user_exception")
+            value = self.unread_arguments.pop(name)
+            self.symbolic_locals[name] = self.builder.wrap(value, LocalSource(name))
+        self.push(self.symbolic_locals[name])
+
+    def STORE_FAST(self, inst: Instruction) -> None:
+        self.unread_arguments.pop(inst.argval, None)
+        self.symbolic_locals[inst.argval] = self.pop()
+
+    def DELETE_FAST(self, inst: Instruction) -> None:
+        self.unread_arguments.pop(inst.argval, None)
+        self.symbolic_locals.pop(inst.argval, None)
+
+    def LOAD_GLOBAL(self, inst: Instruction) -> None:
+        if bytecode.pushes_null(inst):
+            self.push(NullVariable())
+        self.push(self.load_global(inst.argval))
+
+    def load_global(self, name: str) -> VariableTracker:
+        globals_dict = self.fn.__globals__
+        if name in globals_dict:
+            return self.builder.wrap(globals_dict[name], GlobalSource(name))
+        builtins_dict = globals_dict.get("__builtins__", __builtins__)
+        if isinstance(builtins_dict, types.ModuleType):
+            builtins_dict = vars(builtins_dict)
+        if name in builtins_dict:
+            # Builtins are not guarded: shadowing one with a global later is not detected.
+            return wrap_unguarded(self, builtins_dict[name])
+        raise Unsupported(f"name {name!r} is not defined", break_type="user_exception")
+
+    def LOAD_ATTR(self, inst: Instruction) -> None:
+        self.push(self.pop().var_getattr(self, inst.argval))
+
+    def LOAD_METHOD(self, inst: Instruction) -> None:
+        # 3.11 pushes (NULL, bound method) or (function, self); we always do the former.
+        obj = self.pop()
+        self.push(NullVariable())
+        self.push(obj.var_getattr(self, inst.argval))
+
+    def MAKE_CELL(self, inst: Instruction) -> None:
+        name = inst.argval
+        if name in self.unread_arguments or name in self.symbolic_locals:
+            self.LOAD_FAST(inst)
+            self.cells[name] = self.pop()
+
+    def COPY_FREE_VARS(self, inst: Instruction) -> None:
+        pass  # free variables are read from the function's closure on LOAD_DEREF
+
+    def LOAD_DEREF(self, inst: Instruction) -> None:
+        name = inst.argval
+        if name in self.cells:
+            self.push(self.cells[name])
+            return
+        if name not in self.code.co_freevars:
+            raise Unsupported(f"cell variable {name!r} referenced before assignment",
+                              break_type="user_exception")
+        index = self.code.co_freevars.index(name)
+        try:
+            value = self.fn.__closure__[index].cell_contents
+        except ValueError as error:
+            raise Unsupported(f"free variable {name!r} referenced before assignment",
+                              break_type="user_exception") from error
+        self.cells[name] = self.builder.wrap(value, ClosureSource(name, index))
+        self.push(self.cells[name])
+
+    # -- calls ---------------------------------------------------------------------------------
+    def KW_NAMES(self, inst: Instruction) -> None:
+        self.kw_names = bytecode.kw_names(self.code, inst)
+
+    def CALL(self, inst: Instruction) -> None:
+        args = self.popn(inst.arg)
+        kwargs = {}
+        if self.kw_names:
+            names, self.kw_names = self.kw_names, ()
+            kwargs = dict(zip(names, args[-len(names):]))
+            args = args[:-len(names)]
+        first, second = self.popn(2)
+        if isinstance(first, NullVariable):
+            fn = second
+        else:
+            fn, args = first, [second, *args]
+        self.push(fn.call(self, args, kwargs))
+
+    def CALL_FUNCTION_EX(self, inst: Instruction) -> None:
+        kwargs_var = self.pop() if inst.arg & 1 else None
+        args_var = self.pop()
+        fn = self.pop()
+        if isinstance(self.peek(), NullVariable):
+            self.pop()
+        kwargs = {}
+        if kwargs_var is not None:
+            if not isinstance(kwargs_var, DictVariable):
+                raise Unsupported("**kwargs that is not a dict built in the frame")
+            kwargs = dict(kwargs_var.items)
+        self.push(fn.call(self, args_var.unpack(self), kwargs))
+
+    def RETURN_VALUE(self, inst: Instruction) -> None:
+        self.return_value = self.pop()
+
+    # -- operators -----------------------------------------------------------------------------
+    def BINARY_OP(self, inst: Instruction) -> None:
+        right = self.pop()
+        left = self.pop()
+        self.push(self.binary_op(BINARY_OPS[inst.arg], left, right))
+
+    def binary_op(self, op: Any, left: VariableTracker, right: VariableTracker) -> \
+            VariableTracker:
+        if isinstance(left, TensorVariable) or isinstance(right, TensorVariable):
+            return call_torch(self, "call_function", op, [left, right], {})
+        if isinstance(left, BaseListVariable):
+            return self.sequence_op(op, left, right)
+        if left.is_constant() and right.is_constant():
+            return fold_operator(op, left.as_constant(), right.as_constant())
+        raise Unsupported(f"operator {op.__name__} on {left!r} and {right!r}")
+
+    def sequence_op(self, op: Any, left: BaseListVariable, right: VariableTracker) -> \
+            VariableTracker:
+        """``+``, ``*`` and ``+=`` on tuples and lists of trackers."""
+        if op is operator.iadd and isinstance(left, ListVariable):
+            left.check_mutable()
+            left.items.extend(right.unpack(self))
+            return left
+        if op in (operator.add, operator.iadd) and type(right) is type(left):
+            return type(left)(left.items + right.items)
+        if op in (operator.mul, operator.imul) and right.is_constant():
+            return type(left)(left.items * right.as_constant())
+        raise Unsupported(f"operator {op.__name__} on {left!r} and {right!r}")
+
+    def unary(self, op: Any) -> None:
+        value = self.pop()
+        if isinstance(value, TensorVariable):
+            self.push(call_torch(self, "call_function", op, [value], {}))
+        else:
+            self.push(fold_operator(op, value.as_constant()))
+
+    def UNARY_NEGATIVE(self, inst: Instruction) -> None:
+        self.unary(operator.neg)
+
+    def UNARY_POSITIVE(self, inst: Instruction) -> None:
+        self.unary(operator.pos)
+
+    def UNARY_INVERT(self, inst: Instruction) -> None:
+        self.unary(operator.invert)
+
+    def UNARY_NOT(self, inst: Instruction) -> None:
+        self.push(ConstantVariable(not self.pop().truthy(self)))
+
+    def COMPARE_OP(self, inst: Instruction) -> None:
+        right = self.pop()
+        left = self.pop()
+        op = COMPARE_OPS[inst.argval]
+        if isinstance(left, TensorVariable) or isinstance(right, TensorVariable):
+            self.push(call_torch(self, "call_function", op, [left, right], {}))
+        elif left.is_constant() and right.is_constant():
+            self.push(fold_operator(op, left.as_constant(), right.as_constant()))
+        else:
+            raise Unsupported(f"comparison {inst.argval} of {left!r} and {right!r}")
+
+    def IS_OP(self, inst: Instruction) -> None:
+        right = self.pop()
+        left = self.pop()
+        self.push(ConstantVariable(is_same(left, right) != bool(inst.arg)))
+
+    def CONTAINS_OP(self, inst: Instruction) -> None:
+        container = self.pop()
+        item = self.pop()
+        if isinstance(container, DictVariable):
+            found = item.as_constant() in container.items
+        elif container.is_constant() and item.is_constant():
+            found = item.as_constant() in container.as_constant()
+        elif isinstance(container, BaseListVariable) and item.is_constant():
+            found = any(i.is_constant() and i.as_constant() == item.as_constant()
+                        for i in container.items)
+        else:
+            raise Unsupported(f"'in' test of {item!r} in {container!r}")
+        self.push(ConstantVariable(found != bool(inst.arg)))
+
+    # -- subscripts ----------------------------------------------------------------------------
+    def BINARY_SUBSCR(self, inst: Instruction) -> None:
+        index = self.pop()
+        obj = self.pop()
+        if isinstance(obj, TensorVariable):
+            self.push(call_torch(self, "call_function", operator.getitem, [obj, index], {}))
+        elif isinstance(obj, (BaseListVariable, DictVariable)):
+            self.push(obj.getitem(self, index))
+        elif obj.is_constant() and index.is_constant():
+            self.push(fold_operator(operator.getitem, obj.as_constant(), index.as_constant()))
+        else:
+            raise Unsupported(f"subscript of {obj!r}")
+
+    def STORE_SUBSCR(self, inst: Instruction) -> None:
+        index = self.pop()
+        obj = self.pop()
+        value = self.pop()
+        if isinstance(obj, TensorVariable):
+            call_torch(self, "call_function", operator.setitem, [obj, index, value], {})
+        elif isinstance(obj, ListVariable):
+            obj.check_mutable()
+            obj.items[index.as_constant()] = value
+        elif isinstance(obj, DictVariable) and obj.source is None:
+            obj.items[index.as_constant()] = value
+        else:
+            raise Unsupported(f"item assignment on {obj!r}", break_type="side_effect")
+
+    def BUILD_SLICE(self, inst: Instruction) -> None:
+        parts = self.popn(inst.arg)
+        if not all(p.is_constant() for p in parts):
+            raise Unsupported("slice with bounds that are not constants")
+        self.push(ConstantVariable(slice(*(p.as_constant() for p in parts))))
+
+    # -- building containers -------------------------------------------------------------------
+    def BUILD_TUPLE(self, inst: Instruction) -> None:
+        self.push(TupleVariable(self.popn(inst.arg)))
+
+    def BUILD_LIST(self, inst: Instruction) -> None:
+        self.push(ListVariable(self.popn(inst.arg)))
+
+    def LIST_APPEND(self, inst: Instruction) -> None:
+        value = self.pop()
+        self.peek(inst.arg).items.append(value)
+
+    def LIST_EXTEND(self, inst: Instruction) -> None:
+        value = self.pop()
+        self.peek(inst.arg).items.extend(value.unpack(self))
+
+    def LIST_TO_TUPLE(self, inst: Instruction) -> None:
+        self.push(TupleVariable(self.pop().items))
+
+    def BUILD_MAP(self, inst: Instruction) -> None:
+        flat = self.popn(2 * inst.arg)
+        self.push(DictVariable({flat[i].as_constant(): flat[i + 1]
+                                for i in range(0, len(flat), 2)}))
+
+    def BUILD_CONST_KEY_MAP(self, inst: Instruction) -> None:
+        keys = self.pop().as_constant()
+        values = self.popn(inst.arg)
+        self.push(DictVariable(dict(zip(keys, values))))
+
+    def UNPACK_SEQUENCE(self, inst: Instruction) -> None:
+        items = self.pop().unpack(self)
+        if len(items) != inst.arg:
+            raise Unsupported(f"cannot unpack {len(items)} values into {inst.arg}",
+                              break_type="user_exception")
+        self.stack.extend(reversed(items))
+
+    def UNPACK_EX(self, inst: Instruction) -> None:
+        before, after = inst.arg & 0xFF, inst.arg >> 8
+        items = self.pop().unpack(self)
+        if len(items) < before + after:
+            raise Unsupported("not enough values to unpack", break_type="user_exception")
+        middle = ListVariable(items[before:len(items) - after])
+        self.stack.extend(reversed([*items[:before], middle, *items[len(items) - after:]]))
+
+    def FORMAT_VALUE(self, inst: Instruction) -> None:
+        spec = self.pop().as_constant() if inst.arg & 0x04 else ""
+        value = self.pop().as_constant()
+        conversion = {0: None, 1: str, 2: repr, 3: ascii}[inst.arg & 0x03]
+        if conversion is not None:
+            value = conversion(value)
+        self.push(ConstantVariable(format(value, spec)))
+
+    def BUILD_STRING(self, inst: Instruction) -> None:
+        self.push(ConstantVariable("".join(p.as_constant() for p in self.popn(inst.arg))))
+
+    # -- control flow --------------------------------------------------------------------------
+    def JUMP_FORWARD(self, inst: Instruction) -> None:
+        self.jump(inst)
+
+    JUMP_BACKWARD = JUMP_BACKWARD_NO_INTERRUPT = JUMP_FORWARD
+
+    def jump_if(self, inst: Instruction, when: bool) -> None:
+        if self.pop().truthy(self) is when:
+            self.jump(inst)
+
+    def POP_JUMP_FORWARD_IF_TRUE(self, inst: Instruction) -> None:
+        self.jump_if(inst, True)
+
+    def POP_JUMP_FORWARD_IF_FALSE(self, inst: Instruction) -> None:
+        self.jump_if(inst, False)
+
+    POP_JUMP_BACKWARD_IF_TRUE = POP_JUMP_FORWARD_IF_TRUE
+    POP_JUMP_BACKWARD_IF_FALSE = POP_JUMP_FORWARD_IF_FALSE
+
+    def jump_if_none(self, inst: Instruction, when: bool) -> None:
+        if is_none(self.pop()) is when:
+            self.jump(inst)
+
+    def POP_JUMP_FORWARD_IF_NONE(self, inst: Instruction) -> None:
+        self.jump_if_none(inst, True)
+
+    def POP_JUMP_FORWARD_IF_NOT_NONE(self, inst: Instruction) -> None:
+        self.jump_if_none(inst, False)
+
+    POP_JUMP_BACKWARD_IF_NONE = POP_JUMP_FORWARD_IF_NONE
+    POP_JUMP_BACKWARD_IF_NOT_NONE = POP_JUMP_FORWARD_IF_NOT_NONE
+
+    def jump_or_pop(self, inst: Instruction, when: bool) -> None:
+        if self.peek().truthy(self) is when:
+            self.jump(inst)
+        else:
+            self.pop()
+
+    def JUMP_IF_TRUE_OR_POP(self, inst: Instruction) -> None:
+        self.jump_or_pop(inst, True)
+
+    def JUMP_IF_FALSE_OR_POP(self, inst: Instruction) -> None:
+        self.jump_or_pop(inst, False)
+
+    def GET_ITER(self, inst: Instruction) -> None:
+        value = self.pop()
+        if isinstance(value, IteratorVariable):
+            self.push(value)
+        else:
+            self.push(IteratorVariable(value.unpack(self)))
+
+    def FOR_ITER(self, inst: Instruction) -> None:
+        item = self.peek().next_item()
+        if item is None:
+            self.pop()
+            self.jump(inst)
+        else:
+            self.push(item)
+
+
+def fold_operator(op: Any, *values: Any) -> VariableTracker:
+    """Apply an operator to constants for real; an exception becomes an eager fallback."""
+    try:
+        return wrap_constant(op(*values))
+    except Exception as error:
+        raise Unsupported(f"{op.__name__}{values!r} raised {type(error).__name__}: {error}",
+                          break_type="user_exception") from error
+
+
+def is_none(value: VariableTracker) -> bool:
+    return value.is_constant() and value.as_constant() is None
+
+
+def is_same(left: VariableTracker, right: VariableTracker) -> bool:
+    """``left is right`` for trackers; only answered where the answer is certain."""
+    if left.is_constant() and right.is_constant():
+        return left.as_constant() is right.as_constant()
+    if left.is_constant() != right.is_constant():
+        return False  # a tracked tensor/object is never identical to a constant
+    if isinstance(left, TensorVariable) and isinstance(right, TensorVariable):
+        return left is right  # inputs are deduplicated by identity; results are fresh
+    raise Unsupported(f"identity test between {left!r} and {right!r}")
+
+
+# Opcodes refused, grouped by why. Each one makes the frame fall back (or raise under fullgraph).
+UNSUPPORTED: dict[str, str] = {
+    # Functions and classes defined inside the frame: inlining comes with the language issue.
+    **dict.fromkeys(("MAKE_FUNCTION", "LOAD_CLOSURE", "STORE_DEREF", "DELETE_DEREF",
+                     "LOAD_CLASSDEREF", "LOAD_BUILD_CLASS"),
+                    "defining functions or classes inside a compiled frame"),
+    # Stores that are side effects on objects outside the frame: need the side-effect ledger.
+    **dict.fromkeys(("STORE_ATTR", "DELETE_ATTR", "STORE_GLOBAL", "DELETE_GLOBAL",
+                     "DELETE_SUBSCR", "STORE_NAME", "DELETE_NAME", "LOAD_NAME"),
+                    "a store or delete outside the frame's locals (side effect)"),
+    # Exceptions and with blocks: need the 3.11 exception table.
+    **dict.fromkeys(("RAISE_VARARGS", "RERAISE", "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH",
+                     "CHECK_EG_MATCH", "PREP_RERAISE_STAR", "BEFORE_WITH", "WITH_EXCEPT_START",
+                     "LOAD_ASSERTION_ERROR"),
+                    "exceptions and with blocks are not traced yet"),
+    # Generators, coroutines and async code: their frames outlive one call.
+    **dict.fromkeys(("RETURN_GENERATOR", "YIELD_VALUE", "SEND", "ASYNC_GEN_WRAP",
+                     "GET_AWAITABLE", "GET_AITER", "GET_ANEXT", "END_ASYNC_FOR",
+                     "BEFORE_ASYNC_WITH", "GET_YIELD_FROM_ITER"),
+                    "generators and async code are not traced"),
+    # Sets, dict merging and pattern matching: containers not modelled yet.
+    **dict.fromkeys(("BUILD_SET", "SET_ADD", "SET_UPDATE", "MAP_ADD", "DICT_UPDATE", "DICT_MERGE",
+                     "MATCH_CLASS", "MATCH_MAPPING", "MATCH_SEQUENCE", "MATCH_KEYS",
+                     "GET_LEN"),
+                    "sets, dict merging and match statements are not modelled yet"),
+    # Module-level and interpreter-level operations that never make sense inside a graph.
+    **dict.fromkeys(("IMPORT_NAME", "IMPORT_FROM", "IMPORT_STAR", "SETUP_ANNOTATIONS",
+                     "PRINT_EXPR"),
+                    "imports and module-level statements run eagerly"),
+}
+
+
+def _check_opcode_coverage() -> None:
+    """Every opcode of the running CPython is handled, aliased, or refused with a reason."""
+    opnames = bytecode.all_opnames()
+    missing = sorted(n for n in opnames
+                     if not hasattr(InstructionTranslator, n) and n not in UNSUPPORTED)
+    stale = sorted(set(UNSUPPORTED) - opnames)
+    if missing or stale:
+        raise ImportError(f"graphlift.translator: opcodes neither handled nor refused: {missing}; "
+                          f"refused but unknown to this CPython: {stale}")
+
+
+bytecode.check_python_version()
+_check_opcode_coverage()

@@ -1,0 +1,95 @@
+"""Python constants known while tracing: ints, floats, strings, None, dtypes, shapes, slices."""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from graphlift.exc import Unsupported
+from graphlift.variables.base import VariableTracker
+
+if TYPE_CHECKING:
+    from graphlift.codegen import OutputCodegen
+    from graphlift.translator import InstructionTranslator
+
+# Immutable values that may be folded and baked into generated code.
+CONSTANT_TYPES: tuple[type, ...] = (
+    type(None), bool, int, float, complex, str, bytes, type(Ellipsis), type(NotImplemented),
+    torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size, slice, range,
+)
+
+
+def is_constant_value(value: Any) -> bool:
+    """True for constants, and tuples/frozensets made only of constants."""
+    if isinstance(value, (tuple, frozenset)) and type(value) in (tuple, frozenset, torch.Size):
+        return all(is_constant_value(v) for v in value)
+    return type(value) in CONSTANT_TYPES
+
+
+class ConstantVariable(VariableTracker):
+    """A constant; operations on constants are folded while tracing."""
+
+    def __init__(self, value: Any, source=None) -> None:
+        super().__init__(source)
+        self.value = value
+
+    def describe(self) -> str:
+        return repr(self.value)
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self) -> Any:
+        return self.value
+
+    def truthy(self, tx: InstructionTranslator) -> bool:
+        return bool(self.value)
+
+    def var_getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        try:
+            attr = getattr(self.value, name)
+        except AttributeError as error:
+            raise Unsupported(f"{self.value!r} has no attribute {name!r}") from error
+        if callable(attr):
+            return ConstantMethodVariable(self, name)
+        return wrap_constant(attr)
+
+    def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
+        if isinstance(self.value, (tuple, str, torch.Size, range, frozenset, bytes)):
+            return [wrap_constant(v) for v in self.value]
+        return super().unpack(tx)
+
+    def reconstruct(self, codegen: OutputCodegen) -> str:
+        return codegen.constant(self.value)
+
+
+class ConstantMethodVariable(VariableTracker):
+    """A method of a constant (``"a,b".split``, ``size.numel``): folded when called."""
+
+    def __init__(self, obj: ConstantVariable, name: str) -> None:
+        super().__init__()
+        self.obj, self.name = obj, name
+
+    def describe(self) -> str:
+        return f"{self.obj.value!r}.{self.name}"
+
+    def call(self, tx, args, kwargs):
+        values = [a.as_constant() for a in args]
+        kw = {k: v.as_constant() for k, v in kwargs.items()}
+        return wrap_constant(operator.methodcaller(self.name, *values, **kw)(self.obj.value))
+
+
+def wrap_constant(value: Any) -> VariableTracker:
+    """A tracker for a constant result; tuples become TupleVariables so items stay separate."""
+    if type(value) is tuple:
+        from graphlift.variables.containers import TupleVariable
+
+        return TupleVariable([wrap_constant(v) for v in value])
+    if is_constant_value(value):
+        return ConstantVariable(value)
+    raise Unsupported(f"value of type {type(value).__name__} is not a constant graphlift can fold")

@@ -1,0 +1,205 @@
+"""Tuples, lists and dicts whose items are trackers.
+
+Containers built inside the frame are modelled here and mutated freely while tracing (nobody
+outside the frame can see them yet). Containers read from the frame's inputs are not mutated:
+that needs the side-effect ledger, so such a mutation is reported as unsupported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from graphlift.exc import Unsupported
+from graphlift.variables.base import VariableTracker
+from graphlift.variables.constant import ConstantVariable, wrap_constant
+
+if TYPE_CHECKING:
+    from graphlift.codegen import OutputCodegen
+    from graphlift.translator import InstructionTranslator
+
+
+class BaseListVariable(VariableTracker):
+    """Shared behaviour of tuples and lists."""
+
+    container: type = list
+
+    def __init__(self, items: list[VariableTracker], source=None) -> None:
+        super().__init__(source)
+        self.items = list(items)
+
+    def describe(self) -> str:
+        return f"{len(self.items)} items"
+
+    def python_container(self, values: Iterable[Any]) -> Any:
+        return self.container(values)
+
+    def python_type(self) -> type:
+        return self.container
+
+    def is_constant(self) -> bool:
+        return all(i.is_constant() for i in self.items)
+
+    def as_constant(self) -> Any:
+        return self.python_container(i.as_constant() for i in self.items)
+
+    def truthy(self, tx: InstructionTranslator) -> bool:
+        return bool(self.items)
+
+    def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
+        return list(self.items)
+
+    def getitem(self, tx: InstructionTranslator, index: VariableTracker) -> VariableTracker:
+        key = index.as_constant()
+        if isinstance(key, slice):
+            return type(self)(self.items[key]) if type(self) is not TupleVariable \
+                else TupleVariable(self.items[key])
+        try:
+            return self.items[key]
+        except IndexError as error:
+            raise Unsupported(f"index {key} out of range while tracing",
+                              break_type="user_exception") from error
+
+    def reconstruct(self, codegen: OutputCodegen) -> str:
+        if self.source is not None and not self.mutated:
+            return codegen.source_expr(self.source)
+        body = ", ".join(i.reconstruct(codegen) for i in self.items)
+        return self._literal(body)
+
+    mutated = False
+
+    def _literal(self, body: str) -> str:
+        return f"[{body}]"
+
+
+class TupleVariable(BaseListVariable):
+    container = tuple
+
+    def __init__(self, items, source=None, tuple_class: type = tuple) -> None:
+        super().__init__(items, source)
+        self.tuple_class = tuple_class
+
+    def python_type(self) -> type:
+        return self.tuple_class
+
+    def python_container(self, values: Iterable[Any]) -> Any:
+        values = tuple(values)
+        if self.tuple_class is tuple:
+            return values
+        return self.tuple_class(values) if _is_structseq(self.tuple_class) \
+            else self.tuple_class(*values)
+
+    def var_getattr(self, tx, name):
+        fields = getattr(self.tuple_class, "_fields", None) or _structseq_fields(self.tuple_class)
+        if fields and name in fields:
+            return self.items[fields.index(name)]
+        return TupleMethodVariable(self, name)
+
+    def _literal(self, body: str) -> str:
+        if self.tuple_class is not tuple:
+            raise Unsupported(f"returning a {self.tuple_class.__name__} from a compiled frame")
+        return f"({body},)" if self.items else "()"
+
+
+class ListVariable(BaseListVariable):
+    container = list
+
+    def var_getattr(self, tx, name):
+        return ListMethodVariable(self, name)
+
+    def check_mutable(self) -> None:
+        if self.source is not None:
+            raise Unsupported(f"mutating the input list {self.source.name()} "
+                              "(needs the side-effect ledger)", break_type="side_effect")
+        self.mutated = True
+
+
+class TupleMethodVariable(VariableTracker):
+    def __init__(self, obj: TupleVariable, name: str) -> None:
+        super().__init__()
+        self.obj, self.name = obj, name
+
+    def call(self, tx, args, kwargs):
+        if self.name == "count" and self.obj.is_constant():
+            return ConstantVariable(self.obj.as_constant().count(args[0].as_constant()))
+        if self.name == "index" and self.obj.is_constant():
+            return ConstantVariable(self.obj.as_constant().index(args[0].as_constant()))
+        raise Unsupported(f"tuple.{self.name}")
+
+
+class ListMethodVariable(VariableTracker):
+    """Methods of a list built in the frame, applied to the tracked items."""
+
+    def __init__(self, obj: ListVariable, name: str) -> None:
+        super().__init__()
+        self.obj, self.name = obj, name
+
+    def describe(self) -> str:
+        return f"list.{self.name}"
+
+    def call(self, tx, args, kwargs):
+        items = self.obj.items
+        if self.name in ("append", "extend", "insert", "pop", "clear", "reverse"):
+            self.obj.check_mutable()
+        if self.name == "append":
+            items.append(args[0])
+        elif self.name == "extend":
+            items.extend(args[0].unpack(tx))
+        elif self.name == "insert":
+            items.insert(args[0].as_constant(), args[1])
+        elif self.name == "pop":
+            return items.pop(*(a.as_constant() for a in args))
+        elif self.name == "clear":
+            items.clear()
+        elif self.name == "reverse":
+            items.reverse()
+        elif self.name in ("index", "count") and self.obj.is_constant():
+            values = self.obj.as_constant()
+            return wrap_constant(getattr(values, self.name)(args[0].as_constant()))
+        else:
+            raise Unsupported(f"list.{self.name}")
+        return ConstantVariable(None)
+
+
+class DictVariable(VariableTracker):
+    """A dict built in the frame, keyed by constants."""
+
+    def __init__(self, items: dict[Any, VariableTracker], source=None) -> None:
+        super().__init__(source)
+        self.items = dict(items)
+
+    def describe(self) -> str:
+        return f"{len(self.items)} keys"
+
+    def python_type(self) -> type:
+        return dict
+
+    def truthy(self, tx: InstructionTranslator) -> bool:
+        return bool(self.items)
+
+    def unpack(self, tx):
+        return [wrap_constant(k) for k in self.items]
+
+    def getitem(self, tx, index: VariableTracker) -> VariableTracker:
+        key = index.as_constant()
+        if key not in self.items:
+            raise Unsupported(f"KeyError {key!r} while tracing", break_type="user_exception")
+        return self.items[key]
+
+    def reconstruct(self, codegen: OutputCodegen) -> str:
+        if self.source is not None:
+            return codegen.source_expr(self.source)
+        body = ", ".join(f"{codegen.constant(k)}: {v.reconstruct(codegen)}"
+                         for k, v in self.items.items())
+        return "{" + body + "}"
+
+
+def _is_structseq(cls: type) -> bool:
+    return hasattr(cls, "n_sequence_fields")
+
+
+def _structseq_fields(cls: type) -> tuple[str, ...]:
+    if not _is_structseq(cls):
+        return ()
+    return tuple(name for name in dir(cls) if isinstance(getattr(cls, name, None), property)
+                 or type(getattr(cls, name, None)).__name__ == "member_descriptor")

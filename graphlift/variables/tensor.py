@@ -1,0 +1,263 @@
+"""Tensors and the torch callables that put nodes into the graph.
+
+A tensor operation runs on fake tensors first: that gives the result's metadata without touching
+real data. Only when the result holds a tensor (or the operation mutates one) does a node go into
+the graph; metadata queries such as ``x.dim()`` fold to constants.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    UnsupportedOperatorException,
+)
+
+from graphlift.exc import Unsupported
+from graphlift.variables.base import VariableTracker
+from graphlift.variables.constant import ConstantVariable, is_constant_value, wrap_constant
+
+if TYPE_CHECKING:
+    from graphlift.codegen import OutputCodegen
+    from graphlift.translator import InstructionTranslator
+
+# Tensor attributes read from the fake tensor as constants while tracing.
+METADATA_ATTRS = frozenset({
+    "shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_cpu", "is_sparse",
+    "is_quantized", "is_meta", "layout", "is_leaf", "is_floating_point", "is_complex",
+})
+
+# Tensor attributes that are new tensors: they become graph nodes (getattr on the tensor).
+TENSOR_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag"})
+
+# Methods whose answer depends on tensor data or leaves the graph's world: graph break.
+DATA_DEPENDENT_METHODS = {
+    "item": "reads a tensor's value into Python",
+    "tolist": "reads a tensor's values into Python",
+    "numpy": "converts to a NumPy array outside the graph",
+    "__bool__": "reads a tensor's value into Python",
+    "__int__": "reads a tensor's value into Python",
+    "__float__": "reads a tensor's value into Python",
+    "__index__": "reads a tensor's value into Python",
+    "data_ptr": "exposes a real memory address",
+    "backward": "runs autograd outside the graph",
+    "register_hook": "installs a Python hook on a tensor",
+    "retain_grad": "changes autograd state of a real tensor",
+    "untyped_storage": "exposes real storage",
+}
+
+# Torch functions that read or change process state: graph break, never a graph node.
+STATEFUL_TORCH_FUNCTIONS = {
+    torch.manual_seed: "changes the global RNG state",
+    torch.seed: "changes the global RNG state",
+    torch.set_grad_enabled: "changes grad mode (as a call; use it as a with block)",
+    torch.set_default_dtype: "changes the default dtype",
+    torch.set_printoptions: "changes print options",
+    torch.save: "does I/O",
+    torch.load: "does I/O",
+}
+
+# operator functions that mutate their first argument in place.
+INPLACE_OPERATORS = frozenset({
+    operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
+    operator.imod, operator.ipow, operator.imatmul, operator.iand, operator.ior, operator.ixor,
+    operator.ilshift, operator.irshift, operator.setitem,
+})
+
+
+class TensorVariable(VariableTracker):
+    """A tensor in the graph: its FX node and the fake tensor that carries its metadata."""
+
+    def __init__(self, node: torch.fx.Node, fake: torch.Tensor, source=None) -> None:
+        super().__init__(source)
+        self.node = node
+        self.fake = fake
+        node.meta["example_value"] = fake
+
+    def describe(self) -> str:
+        return f"{self.node.name}: {tuple(self.fake.shape)} {self.fake.dtype}"
+
+    def python_type(self) -> type:
+        # Inputs remember their real class (Parameter); results of ops are plain tensors.
+        return self.node.meta.get("real_type", torch.Tensor)
+
+    def truthy(self, tx: InstructionTranslator) -> bool:
+        raise Unsupported(
+            "branching on a tensor's value (bool(tensor)) depends on data",
+            break_type="data_dependent_branch",
+            hints=("use torch.where, or move the branch out of the compiled function",),
+        )
+
+    def var_getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        if name in METADATA_ATTRS:
+            return wrap_constant(getattr(self.fake, name))
+        if name in TENSOR_ATTRS:
+            return call_torch(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
+        if name in DATA_DEPENDENT_METHODS:
+            raise Unsupported(f"Tensor.{name}() {DATA_DEPENDENT_METHODS[name]}",
+                              break_type="data_dependent")
+        if callable(getattr(torch.Tensor, name, None)):
+            return TensorMethodVariable(self, name)
+        raise Unsupported(f"tensor attribute {name!r} is not supported while tracing")
+
+    def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
+        if self.fake.dim() == 0:
+            raise Unsupported("iteration over a 0-d tensor")
+        return [call_torch(tx, "call_function", operator.getitem, [self, ConstantVariable(i)], {})
+                for i in range(self.fake.shape[0])]
+
+    def reconstruct(self, codegen: OutputCodegen) -> str:
+        if self.source is not None:
+            return codegen.source_expr(self.source)
+        return codegen.graph_output(self)
+
+
+class TensorMethodVariable(VariableTracker):
+    """``x.view`` before it is called: calling it adds a ``call_method`` node."""
+
+    def __init__(self, tensor: TensorVariable, name: str) -> None:
+        super().__init__()
+        self.tensor, self.name = tensor, name
+
+    def describe(self) -> str:
+        return f"Tensor.{self.name}"
+
+    def call(self, tx, args, kwargs):
+        return call_torch(tx, "call_method", self.name, [self.tensor, *args], kwargs)
+
+
+class TorchCallableVariable(VariableTracker):
+    """A torch function (``torch.sin``, ``F.relu``, ``operator.add`` on tensors): one graph node."""
+
+    def __init__(self, fn: Any, source=None) -> None:
+        super().__init__(source)
+        self.fn = fn
+
+    def describe(self) -> str:
+        return getattr(self.fn, "__name__", repr(self.fn))
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def call(self, tx, args, kwargs):
+        if self.fn in STATEFUL_TORCH_FUNCTIONS:
+            raise Unsupported(f"torch.{self.describe()} {STATEFUL_TORCH_FUNCTIONS[self.fn]}",
+                              break_type="skipped_function")
+        return call_torch(tx, "call_function", self.fn, args, kwargs)
+
+    def reconstruct(self, codegen: OutputCodegen) -> str:
+        return codegen.constant(self.fn)
+
+
+# -- the one place where tensor operations are traced ------------------------------------------
+def call_torch(tx: InstructionTranslator, op: str, target: Any, args: list[VariableTracker],
+               kwargs: dict[str, VariableTracker]) -> VariableTracker:
+    """Run ``target`` on fake tensors, add a node if the result involves tensors, wrap it."""
+    fake_args = [to_fake(a) for a in args]
+    fake_kwargs = {k: to_fake(v) for k, v in kwargs.items()}
+    result = _run_fake(tx, op, target, fake_args, fake_kwargs)
+    mutates = _is_mutating(op, target, kwargs)
+    if not mutates and not _contains_tensor(result):
+        return wrap_constant(result)
+    node = tx.output.create_node(op, target, tuple(to_fx(a) for a in args),
+                                 {k: to_fx(v) for k, v in kwargs.items()}, mutates)
+    if mutates and args:
+        tx.mark_mutated(args[0])
+    return wrap_result(tx, node, result, args)
+
+
+def _run_fake(tx, op, target, fake_args, fake_kwargs):
+    name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
+    try:
+        with tx.output.fake_mode:
+            if op == "call_method":
+                return getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
+            return target(*fake_args, **fake_kwargs)
+    except (DataDependentOutputException, DynamicOutputShapeException) as error:
+        raise Unsupported(f"{name}: output depends on tensor data ({type(error).__name__})",
+                          break_type="data_dependent") from error
+    except UnsupportedOperatorException as error:
+        raise Unsupported(f"{name}: operator not supported by fake tensors: {error}",
+                          break_type="unsupported_operator") from error
+    except Unsupported:
+        raise
+    except Exception as error:
+        raise Unsupported(f"{name} raised {type(error).__name__} while tracing: {error}",
+                          break_type="torch_error",
+                          hints=("the same call probably raises when run eagerly",)) from error
+
+
+def _is_mutating(op: str, target: Any, kwargs: dict) -> bool:
+    if "out" in kwargs:
+        return True
+    if op == "call_method":
+        return target.endswith("_") and not target.startswith("_")
+    if target in INPLACE_OPERATORS:
+        return True
+    name = getattr(target, "__name__", "")
+    return name.endswith("_") and not name.startswith("_")
+
+
+def _contains_tensor(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, (tuple, list)):
+        return any(_contains_tensor(v) for v in value)
+    return False
+
+
+def wrap_result(tx: InstructionTranslator, node: torch.fx.Node, result: Any,
+                args: list[VariableTracker]) -> VariableTracker:
+    """Fake result -> trackers; an op that returns its (mutated) input gives back that input."""
+    from graphlift.variables.containers import ListVariable, TupleVariable
+
+    if isinstance(result, torch.Tensor):
+        for arg in args:
+            if isinstance(arg, TensorVariable) and arg.fake is result:
+                return arg
+        return TensorVariable(node, result)
+    if isinstance(result, (tuple, list)):
+        items = [wrap_result(tx, tx.output.getitem_node(node, i), item, args)
+                 if isinstance(item, torch.Tensor) else wrap_constant(item)
+                 for i, item in enumerate(result)]
+        if isinstance(result, list):
+            return ListVariable(items)
+        return TupleVariable(items, tuple_class=type(result))
+    if result is None or is_constant_value(result):
+        return ConstantVariable(result)
+    raise Unsupported(f"torch op returned {type(result).__name__}, which graphlift cannot track")
+
+
+def to_fx(v: VariableTracker) -> Any:
+    """The FX argument for a tracker: a node for tensors, the value for constants."""
+    from graphlift.variables.containers import BaseListVariable, DictVariable
+
+    if isinstance(v, TensorVariable):
+        return v.node
+    if isinstance(v, BaseListVariable):
+        return v.python_container(to_fx(i) for i in v.items)
+    if isinstance(v, DictVariable):
+        return {k: to_fx(i) for k, i in v.items.items()}
+    if v.is_constant():
+        return v.as_constant()
+    raise Unsupported(f"cannot pass {v!r} to a torch operation")
+
+
+def to_fake(v: VariableTracker) -> Any:
+    """The value torch sees while tracing: a fake tensor for tensors, the value for constants."""
+    from graphlift.variables.containers import BaseListVariable, DictVariable
+
+    if isinstance(v, TensorVariable):
+        return v.fake
+    if isinstance(v, BaseListVariable):
+        return v.python_container(to_fake(i) for i in v.items)
+    if isinstance(v, DictVariable):
+        return {k: to_fake(i) for k, i in v.items.items()}
+    if v.is_constant():
+        return v.as_constant()
+    raise Unsupported(f"cannot pass {v!r} to a torch operation")
