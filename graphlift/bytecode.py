@@ -10,6 +10,7 @@ from __future__ import annotations
 import dis
 import sys
 import types
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,3 +74,21 @@ def pushes_null(inst: Instruction) -> bool:
 def dump(code: types.CodeType) -> str:
     """The code's instructions in dis's columns, for the ``bytecode`` log artifact."""
     return "\n".join(str(inst) for inst in decode(code))
+
+
+def exception_handler(code: types.CodeType, offset: int) -> Any:
+    """The 3.11 exception-table entry covering ``offset`` (start, end, target, depth, lasti)."""
+    for entry in _exception_table(code):
+        if entry.start <= offset < entry.end:
+            return entry
+    return None
+
+
+_tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _exception_table(code: types.CodeType) -> list:
+    table = _tables.get(code)
+    if table is None:
+        table = _tables[code] = dis._parse_exception_table(code)
+    return table

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from graphlift import bytecode, logs
 from graphlift.cache import CacheEntry, ExtraState
 from graphlift.codegen import OutputCodegen
@@ -65,6 +67,7 @@ def convert_frame(fn: types.FunctionType, state: ExtraState, args: tuple,
     guards = GuardBuilder(fn.__globals__)
     codegen = OutputCodegen(fn.__globals__)
     start = time.perf_counter()
+    grad_mode = torch.is_grad_enabled()
     try:
         tracer = InstructionTranslator(fn, dict(zip(signature.arg_names, args[1:])), output,
                                        guards)
@@ -74,6 +77,8 @@ def convert_frame(fn: types.FunctionType, state: ExtraState, args: tuple,
         if options.fullgraph:
             raise
         return _eager_entry(fn, state, signature, guards, compile_id, error)
+    finally:
+        torch._C._set_grad_enabled(grad_mode)  # tracing follows the frame's grad-mode switches
     output.finish([tensor.node for tensor in codegen.outputs])
     has_graph = output.op_count > 0
     if has_graph:

@@ -99,6 +99,9 @@ class GuardBuilder:
         self.guards: list[Guard] = []
         self._fast: list[str] = []
         self._seen: set[tuple] = set()
+        # Global state as the call found it; tracing may switch grad mode before guards are built.
+        self.initial_state = (torch.is_grad_enabled(), bool(torch._C._is_any_autocast_enabled()),
+                              torch.get_default_dtype())
         self.namespace: dict[str, Any] = {
             GLOBALS_NAME: globals_dict,
             "torch": torch,
@@ -213,9 +216,7 @@ class GuardBuilder:
         """Grad mode, autocast and the default dtype: each changes what a graph computes."""
         if not self._once((GuardKind.GLOBAL_STATE,)):
             return
-        grad = torch.is_grad_enabled()
-        autocast = bool(torch._C._is_any_autocast_enabled())
-        dtype = torch.get_default_dtype()
+        grad, autocast, dtype = self.initial_state
         for text, check, current in (
             (f"torch.is_grad_enabled() == {grad}", f"__gl_grad() is {grad}", "__gl_grad()"),
             (f"torch.is_autocast_enabled() == {autocast}", f"__gl_autocast() is {autocast}",

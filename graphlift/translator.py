@@ -23,7 +23,7 @@ from graphlift.bytecode import Instruction
 from graphlift.exc import GraphliftError, Unsupported
 from graphlift.guards import GuardBuilder
 from graphlift.output_graph import OutputGraph
-from graphlift.sources import ClosureSource, GlobalSource, LocalSource
+from graphlift.sources import ClosureSource, GlobalSource, ItemSource, LocalSource, Source
 from graphlift.variables.base import NullVariable, VariableTracker
 from graphlift.variables.builder import VariableBuilder, wrap_unguarded
 from graphlift.variables.constant import ConstantVariable, wrap_constant
@@ -31,8 +31,17 @@ from graphlift.variables.containers import (
     BaseListVariable,
     DictVariable,
     ListVariable,
+    SetVariable,
     TupleVariable,
 )
+from graphlift.variables.exceptions import ExceptionVariable, TracedException, raise_real
+from graphlift.variables.functions import (
+    BaseUserFunctionVariable,
+    CellVariable,
+    NestedFunctionVariable,
+    bind_arguments,
+)
+from graphlift.variables.objects import ClassVariable, UserObjectVariable
 from graphlift.variables.tensor import TensorVariable, call_torch
 
 # BINARY_OP's argument indexes this table (CPython's NB_* order); in-place forms follow.
@@ -52,6 +61,8 @@ COMPARE_OPS = {
 
 # A runaway loop while tracing (``while True`` on a constant) must not hang the caller.
 MAX_STEPS = 200_000
+# Recursion is followed to this many nested calls; deeper recursion falls back to eager.
+MAX_INLINE_DEPTH = 48
 
 
 class TranslationError(GraphliftError):
@@ -79,26 +90,55 @@ class IteratorVariable(VariableTracker):
 
 
 class InstructionTranslator:
-    """Runs one frame symbolically. ``run()`` returns the tracker of the frame's return value."""
+    """Runs one frame symbolically. ``run()`` returns the tracker of the frame's return value.
+
+    The root translator runs the compiled function itself; :class:`InliningTranslator` runs each
+    inlined callee with the same graph, guards and builder.
+    """
+
+    depth = 0
 
     def __init__(self, fn: types.FunctionType, arguments: dict[str, Any],
                  output: OutputGraph, guards: GuardBuilder) -> None:
-        self.fn = fn
-        self.code = fn.__code__
-        self.instructions = bytecode.decode(self.code)
-        self.index_of_offset = {inst.offset: i for i, inst in enumerate(self.instructions)}
         self.output = output
         self.guards = guards
         self.builder = VariableBuilder(self)
-        self.stack: list[VariableTracker] = []
-        self.symbolic_locals: dict[str, VariableTracker] = {}
         self.unread_arguments = dict(arguments)  # wrapped lazily: unread arguments get no guards
-        self.cells: dict[str, VariableTracker] = {}
+        cells = [CellVariable(contents_source=ClosureSource(name, i), real_cell=cell)
+                 for i, (name, cell) in enumerate(zip(fn.__code__.co_freevars,
+                                                      fn.__closure__ or ()))]
+        self._start(fn.__code__, fn.__globals__, None, {}, cells)
+
+    def _start(self, code: types.CodeType, f_globals: dict[str, Any],
+               globals_source: Source | None, symbolic_locals: dict[str, VariableTracker],
+               free_cells: list[CellVariable]) -> None:
+        self.code = code
+        self.f_globals = f_globals
+        self.globals_source = globals_source  # None: the frame's own globals, G['name']
+        self.instructions = bytecode.decode(code)
+        self.index_of_offset = {inst.offset: i for i, inst in enumerate(self.instructions)}
+        self.stack: list[VariableTracker] = []
+        self.symbolic_locals = symbolic_locals
+        self.cells: dict[str, CellVariable] = dict(zip(code.co_freevars, free_cells))
         self.ip = 0
         self.steps = 0
         self.inst: Instruction | None = None
         self.kw_names: tuple[str, ...] = ()
         self.return_value: VariableTracker | None = None
+        self.yielded: list[VariableTracker] | None = None  # set while inlining a generator
+        self.current_exception: VariableTracker | None = None  # inside an except block
+
+    def inline_call(self, fn: BaseUserFunctionVariable, args: list[VariableTracker],
+                    kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        """Trace a call to a user function into the current graph; returns its result."""
+        if self.depth >= MAX_INLINE_DEPTH:
+            raise Unsupported(f"inlining deeper than {MAX_INLINE_DEPTH} calls (recursion?)")
+        bound = bind_arguments(fn.code, args, kwargs, fn.defaults(self), fn.kwdefaults(self))
+        inliner = InliningTranslator(self, fn, bound)
+        result = inliner.run()
+        if inliner.yielded is not None:
+            return IteratorVariable(inliner.yielded)
+        return result
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> VariableTracker:
@@ -121,6 +161,8 @@ class InstructionTranslator:
                                             break_type="unsupported_opcode"))
         try:
             handler(inst)
+        except TracedException as error:
+            self.unwind(error, inst)
         except Unsupported as error:
             raise self._located(error) from error.__cause__
         except GraphliftError:
@@ -140,6 +182,26 @@ class InstructionTranslator:
             error.source_line = linecache.getline(self.code.co_filename,
                                                   self.inst.lineno or 0).strip() or None
         return error
+
+    def root(self) -> InstructionTranslator:
+        """The translator of the compiled frame itself."""
+        return self
+
+    def unwind(self, error: TracedException, inst: Instruction) -> None:
+        """Find the handler for a traced exception in the 3.11 exception table, or propagate."""
+        entry = bytecode.exception_handler(self.code, inst.offset)
+        if entry is None:
+            if isinstance(self, InliningTranslator):
+                raise error
+            real = error.exception.as_real()
+            raise self._located(Unsupported(
+                f"the frame raises {type(real).__name__}: {real}", break_type="user_exception",
+                hints=("eager execution raises it, with the original traceback",)))
+        del self.stack[entry.depth:]
+        if entry.lasti:
+            self.push(ConstantVariable(inst.offset))
+        self.push(error.exception)
+        self.ip = self.index_of_offset[entry.target]
 
     def jump(self, inst: Instruction) -> None:
         self.ip = self.index_of_offset[inst.argval]
@@ -221,9 +283,9 @@ class InstructionTranslator:
         self.push(self.load_global(inst.argval))
 
     def load_global(self, name: str) -> VariableTracker:
-        globals_dict = self.fn.__globals__
+        globals_dict = self.f_globals
         if name in globals_dict:
-            return self.builder.wrap(globals_dict[name], GlobalSource(name))
+            return self.builder.wrap(globals_dict[name], self.global_source(name))
         builtins_dict = globals_dict.get("__builtins__", __builtins__)
         if isinstance(builtins_dict, types.ModuleType):
             builtins_dict = vars(builtins_dict)
@@ -231,6 +293,11 @@ class InstructionTranslator:
             # Builtins are not guarded: shadowing one with a global later is not detected.
             return wrap_unguarded(self, builtins_dict[name])
         raise Unsupported(f"name {name!r} is not defined", break_type="user_exception")
+
+    def global_source(self, name: str) -> Source:
+        if self.globals_source is None:
+            return GlobalSource(name)
+        return ItemSource(self.globals_source, name)
 
     def LOAD_ATTR(self, inst: Instruction) -> None:
         self.push(self.pop().var_getattr(self, inst.argval))
@@ -243,29 +310,45 @@ class InstructionTranslator:
 
     def MAKE_CELL(self, inst: Instruction) -> None:
         name = inst.argval
+        initial = None
         if name in self.unread_arguments or name in self.symbolic_locals:
             self.LOAD_FAST(inst)
-            self.cells[name] = self.pop()
+            initial = self.pop()
+        self.cells[name] = CellVariable(initial)
 
     def COPY_FREE_VARS(self, inst: Instruction) -> None:
-        pass  # free variables are read from the function's closure on LOAD_DEREF
+        pass  # the frame's free cells were installed when it started
 
     def LOAD_DEREF(self, inst: Instruction) -> None:
-        name = inst.argval
-        if name in self.cells:
-            self.push(self.cells[name])
-            return
-        if name not in self.code.co_freevars:
-            raise Unsupported(f"cell variable {name!r} referenced before assignment",
-                              break_type="user_exception")
-        index = self.code.co_freevars.index(name)
-        try:
-            value = self.fn.__closure__[index].cell_contents
-        except ValueError as error:
-            raise Unsupported(f"free variable {name!r} referenced before assignment",
-                              break_type="user_exception") from error
-        self.cells[name] = self.builder.wrap(value, ClosureSource(name, index))
-        self.push(self.cells[name])
+        self.push(self.cells[inst.argval].load(self, inst.argval))
+
+    def STORE_DEREF(self, inst: Instruction) -> None:
+        self.cells[inst.argval].store(self.pop())
+
+    def LOAD_CLOSURE(self, inst: Instruction) -> None:
+        self.push(self.cells[inst.argval])
+
+    # -- functions -----------------------------------------------------------------------------
+    def MAKE_FUNCTION(self, inst: Instruction) -> None:
+        code = self.pop().as_constant()
+        closure = self.pop() if inst.arg & 0x08 else None
+        if inst.arg & 0x04:
+            self.pop()  # annotations: not needed to run the function
+        kwdefaults = self.pop() if inst.arg & 0x02 else None
+        defaults = self.pop() if inst.arg & 0x01 else None
+        self.push(NestedFunctionVariable(code, self.f_globals, defaults, kwdefaults, closure,
+                                         self.globals_source))
+
+    def RETURN_GENERATOR(self, inst: Instruction) -> None:
+        # Inlined generators run to completion, collecting what they yield.
+        self.yielded = []
+        self.push(ConstantVariable(None))
+
+    def YIELD_VALUE(self, inst: Instruction) -> None:
+        if self.yielded is None:
+            raise Unsupported("yield outside an inlined generator")
+        self.yielded.append(self.pop())
+        self.push(ConstantVariable(None))  # the value sent back in: next() sends None
 
     # -- calls ---------------------------------------------------------------------------------
     def KW_NAMES(self, inst: Instruction) -> None:
@@ -297,6 +380,13 @@ class InstructionTranslator:
                 raise Unsupported("**kwargs that is not a dict built in the frame")
             kwargs = dict(kwargs_var.items)
         self.push(fn.call(self, args_var.unpack(self), kwargs))
+
+    def STORE_ATTR(self, inst: Instruction) -> None:
+        obj = self.pop()
+        value = self.pop()
+        if not isinstance(obj, UserObjectVariable):
+            raise Unsupported(f"attribute assignment on {obj!r}", break_type="side_effect")
+        obj.store_attr(self, inst.argval, value)
 
     def RETURN_VALUE(self, inst: Instruction) -> None:
         self.return_value = self.pop()
@@ -440,6 +530,32 @@ class InstructionTranslator:
         values = self.popn(inst.arg)
         self.push(DictVariable(dict(zip(keys, values))))
 
+    def BUILD_SET(self, inst: Instruction) -> None:
+        self.push(SetVariable(self.popn(inst.arg)))
+
+    def SET_ADD(self, inst: Instruction) -> None:
+        value = self.pop()
+        self.peek(inst.arg).add(value)
+
+    def SET_UPDATE(self, inst: Instruction) -> None:
+        values = self.pop().unpack(self)
+        target = self.peek(inst.arg)
+        for value in values:
+            target.add(value)
+
+    def MAP_ADD(self, inst: Instruction) -> None:
+        value = self.pop()
+        key = self.pop()
+        self.peek(inst.arg).items[key.as_constant()] = value
+
+    def DICT_UPDATE(self, inst: Instruction) -> None:
+        other = self.pop()
+        if not isinstance(other, DictVariable):
+            raise Unsupported(f"dict update from {other!r}")
+        self.peek(inst.arg).items.update(other.items)
+
+    DICT_MERGE = DICT_UPDATE
+
     def UNPACK_SEQUENCE(self, inst: Instruction) -> None:
         items = self.pop().unpack(self)
         if len(items) != inst.arg:
@@ -465,6 +581,58 @@ class InstructionTranslator:
 
     def BUILD_STRING(self, inst: Instruction) -> None:
         self.push(ConstantVariable("".join(p.as_constant() for p in self.popn(inst.arg))))
+
+    # -- exceptions and with blocks ------------------------------------------------------------
+    def RAISE_VARARGS(self, inst: Instruction) -> None:
+        if inst.arg == 0:
+            if self.current_exception is None:
+                raise Unsupported("bare raise with no active exception", break_type="user_exception")
+            raise TracedException(self.current_exception)
+        if inst.arg == 2:
+            self.pop()  # the cause: "raise X from Y" is caught like "raise X"
+        exception = self.pop()
+        if exception.is_constant() and isinstance(exception.as_constant(), type) and \
+                issubclass(exception.as_constant(), BaseException):
+            exception = ExceptionVariable(exception.as_constant(), [])
+        if not isinstance(exception, ExceptionVariable):
+            raise Unsupported(f"raise of {exception!r}")
+        raise TracedException(exception)
+
+    def LOAD_ASSERTION_ERROR(self, inst: Instruction) -> None:
+        self.push(ClassVariable(AssertionError))
+
+    def PUSH_EXC_INFO(self, inst: Instruction) -> None:
+        exception = self.pop()
+        self.push(self.current_exception or ConstantVariable(None))
+        self.current_exception = exception
+        self.push(exception)
+
+    def POP_EXCEPT(self, inst: Instruction) -> None:
+        previous = self.pop()
+        self.current_exception = None if is_none(previous) else previous
+
+    def CHECK_EXC_MATCH(self, inst: Instruction) -> None:
+        expected = self.pop().as_constant()
+        self.push(ConstantVariable(issubclass(self.peek().python_type(), expected)))
+
+    def RERAISE(self, inst: Instruction) -> None:
+        exception = self.pop()
+        if inst.arg:
+            self.pop()  # lasti
+        if not isinstance(exception, ExceptionVariable):
+            raise Unsupported(f"re-raise of {exception!r}")
+        raise TracedException(exception)
+
+    def BEFORE_WITH(self, inst: Instruction) -> None:
+        manager = self.pop()
+        self.push(manager.var_getattr(self, "__exit__"))
+        self.push(manager.var_getattr(self, "__enter__").call(self, [], {}))
+
+    def WITH_EXCEPT_START(self, inst: Instruction) -> None:
+        exception = self.peek()
+        exit_fn = self.peek(4)
+        self.push(exit_fn.call(self, [ClassVariable(exception.python_type()), exception,
+                                      ConstantVariable(None)], {}))
 
     # -- control flow --------------------------------------------------------------------------
     def JUMP_FORWARD(self, inst: Instruction) -> None:
@@ -526,13 +694,39 @@ class InstructionTranslator:
             self.push(item)
 
 
+class InliningTranslator(InstructionTranslator):
+    """Runs an inlined callee on the caller's graph, guards and builder."""
+
+    def __init__(self, parent: InstructionTranslator, fn: BaseUserFunctionVariable,
+                 arguments: dict[str, VariableTracker]) -> None:
+        self.parent = parent
+        self.depth = parent.depth + 1
+        self.output = parent.output
+        self.guards = parent.guards
+        self.builder = parent.builder
+        self.unread_arguments = {}
+        globals_source = fn.globals_source()
+        if fn.globals is parent.f_globals:
+            globals_source = parent.globals_source
+        self._start(fn.code, fn.globals, globals_source, dict(arguments), fn.closure_cells(parent))
+
+    def global_source(self, name: str) -> Source:
+        if self.globals_source is None and self.f_globals is not self.root().f_globals:
+            raise Unsupported(f"global {name!r} of a function from another module reached "
+                              "without a source")
+        return super().global_source(name)
+
+    def root(self) -> InstructionTranslator:
+        return self.parent.root() if isinstance(self.parent, InliningTranslator) else self.parent
+
+
 def fold_operator(op: Any, *values: Any) -> VariableTracker:
-    """Apply an operator to constants for real; an exception becomes an eager fallback."""
+    """Apply an operator to constants for real; an exception it raises is raised in the trace."""
     try:
-        return wrap_constant(op(*values))
+        result = op(*values)
     except Exception as error:
-        raise Unsupported(f"{op.__name__}{values!r} raised {type(error).__name__}: {error}",
-                          break_type="user_exception") from error
+        raise raise_real(error) from error
+    return wrap_constant(result)
 
 
 def is_none(value: VariableTracker) -> bool:
@@ -553,28 +747,22 @@ def is_same(left: VariableTracker, right: VariableTracker) -> bool:
 # Opcodes refused, grouped by why. Each one makes the frame fall back (or raise under fullgraph).
 UNSUPPORTED: dict[str, str] = {
     # Functions and classes defined inside the frame: inlining comes with the language issue.
-    **dict.fromkeys(("MAKE_FUNCTION", "LOAD_CLOSURE", "STORE_DEREF", "DELETE_DEREF",
-                     "LOAD_CLASSDEREF", "LOAD_BUILD_CLASS"),
-                    "defining functions or classes inside a compiled frame"),
+    **dict.fromkeys(("DELETE_DEREF", "LOAD_CLASSDEREF", "LOAD_BUILD_CLASS"),
+                    "defining classes or deleting cells inside a compiled frame"),
     # Stores that are side effects on objects outside the frame: need the side-effect ledger.
-    **dict.fromkeys(("STORE_ATTR", "DELETE_ATTR", "STORE_GLOBAL", "DELETE_GLOBAL",
+    **dict.fromkeys(("DELETE_ATTR", "STORE_GLOBAL", "DELETE_GLOBAL",
                      "DELETE_SUBSCR", "STORE_NAME", "DELETE_NAME", "LOAD_NAME"),
                     "a store or delete outside the frame's locals (side effect)"),
-    # Exceptions and with blocks: need the 3.11 exception table.
-    **dict.fromkeys(("RAISE_VARARGS", "RERAISE", "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH",
-                     "CHECK_EG_MATCH", "PREP_RERAISE_STAR", "BEFORE_WITH", "WITH_EXCEPT_START",
-                     "LOAD_ASSERTION_ERROR"),
-                    "exceptions and with blocks are not traced yet"),
+    # Exception groups (except*): rare in model code.
+    **dict.fromkeys(("CHECK_EG_MATCH", "PREP_RERAISE_STAR"), "except* is not traced"),
     # Generators, coroutines and async code: their frames outlive one call.
-    **dict.fromkeys(("RETURN_GENERATOR", "YIELD_VALUE", "SEND", "ASYNC_GEN_WRAP",
+    **dict.fromkeys(("SEND", "ASYNC_GEN_WRAP",
                      "GET_AWAITABLE", "GET_AITER", "GET_ANEXT", "END_ASYNC_FOR",
                      "BEFORE_ASYNC_WITH", "GET_YIELD_FROM_ITER"),
-                    "generators and async code are not traced"),
-    # Sets, dict merging and pattern matching: containers not modelled yet.
-    **dict.fromkeys(("BUILD_SET", "SET_ADD", "SET_UPDATE", "MAP_ADD", "DICT_UPDATE", "DICT_MERGE",
-                     "MATCH_CLASS", "MATCH_MAPPING", "MATCH_SEQUENCE", "MATCH_KEYS",
-                     "GET_LEN"),
-                    "sets, dict merging and match statements are not modelled yet"),
+                    "yield from, coroutines and async code are not traced"),
+    # Structural pattern matching beyond constants: class, mapping and sequence patterns.
+    **dict.fromkeys(("MATCH_CLASS", "MATCH_MAPPING", "MATCH_SEQUENCE", "MATCH_KEYS", "GET_LEN"),
+                    "match statements with class, mapping or sequence patterns"),
     # Module-level and interpreter-level operations that never make sense inside a graph.
     **dict.fromkeys(("IMPORT_NAME", "IMPORT_FROM", "IMPORT_STAR", "SETUP_ANNOTATIONS",
                      "PRINT_EXPR"),

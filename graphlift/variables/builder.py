@@ -19,12 +19,8 @@ from graphlift.variables.base import VariableTracker
 from graphlift.variables.builtins import BuiltinVariable
 from graphlift.variables.constant import ConstantVariable, is_constant_value
 from graphlift.variables.containers import ListVariable, TupleVariable
-from graphlift.variables.objects import (
-    ClassVariable,
-    PythonModuleVariable,
-    UserFunctionVariable,
-    UserObjectVariable,
-)
+from graphlift.variables.functions import UserFunctionVariable
+from graphlift.variables.objects import ClassVariable, PythonModuleVariable, UserObjectVariable
 from graphlift.variables.tensor import TensorVariable, TorchCallableVariable
 
 if TYPE_CHECKING:

@@ -96,6 +96,172 @@ def _hasattr(tx, args, kwargs):
     raise Unsupported(f"hasattr on {obj!r}")
 
 
+def _super(tx, args, kwargs):
+    from graphlift.variables.objects import SuperVariable
+
+    if args:
+        return SuperVariable(args[0].as_constant(), args[1])
+    if "__class__" not in tx.cells or not tx.code.co_argcount:
+        raise Unsupported("super() without arguments outside a method")
+    cls = tx.cells["__class__"].load(tx, "__class__").as_constant()
+    first = tx.code.co_varnames[0]
+    obj = tx.cells[first].load(tx, first) if first in tx.cells else tx.symbolic_locals[first]
+    return SuperVariable(cls, obj)
+
+
+def _items(tx, value: VariableTracker) -> list[VariableTracker]:
+    return value.unpack(tx)
+
+
+def _iterator(items: list[VariableTracker]) -> VariableTracker:
+    from graphlift.translator import IteratorVariable
+
+    return IteratorVariable(items)
+
+
+def _zip(tx, args, kwargs):
+    columns = [_items(tx, a) for a in args]
+    if kwargs.get("strict") is not None and kwargs["strict"].as_constant():
+        if len({len(c) for c in columns}) > 1:
+            raise Unsupported("zip(strict=True) with unequal lengths", break_type="user_exception")
+    return _iterator([TupleVariable(list(row)) for row in zip(*columns)])
+
+
+def _enumerate(tx, args, kwargs):
+    start = (args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0))).as_constant()
+    return _iterator([TupleVariable([ConstantVariable(i), v])
+                      for i, v in enumerate(_items(tx, args[0]), start)])
+
+
+def _reversed(tx, args, kwargs):
+    return _iterator(list(reversed(_items(tx, args[0]))))
+
+
+def _iter(tx, args, kwargs):
+    if len(args) != 1:
+        raise Unsupported("iter() with a sentinel")
+    return _iterator(_items(tx, args[0]))
+
+
+def _next(tx, args, kwargs):
+    from graphlift.translator import IteratorVariable
+
+    iterator = args[0]
+    if not isinstance(iterator, IteratorVariable):
+        raise Unsupported(f"next() on {iterator!r}")
+    item = iterator.next_item()
+    if item is not None:
+        return item
+    if len(args) > 1:
+        return args[1]
+    from graphlift.variables.exceptions import ExceptionVariable, TracedException
+
+    raise TracedException(ExceptionVariable(StopIteration, []))
+
+
+def _map(tx, args, kwargs):
+    fn, columns = args[0], [_items(tx, a) for a in args[1:]]
+    return _iterator([fn.call(tx, list(row), {}) for row in zip(*columns)])
+
+
+def _filter(tx, args, kwargs):
+    fn, items = args[0], _items(tx, args[1])
+    if fn.is_constant() and fn.as_constant() is None:
+        return _iterator([i for i in items if i.truthy(tx)])
+    return _iterator([i for i in items if fn.call(tx, [i], {}).truthy(tx)])
+
+
+def _reduce_binary(op: Callable, name: str) -> Callable:
+    """sum() over trackers: tensors add into the graph, constants fold."""
+    def handler(tx, args, kwargs):
+        items = _items(tx, args[0])
+        start = args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0))
+        total = start
+        for item in items:
+            total = tx.binary_op(op, total, item)
+        return total
+
+    return handler
+
+
+def _min_max(fn: Callable) -> Callable:
+    """min/max of constants fold; of tensors they compare data, so they break."""
+    def handler(tx, args, kwargs):
+        items = _items(tx, args[0]) if len(args) == 1 else list(args)
+        if kwargs or not all(i.is_constant() for i in items):
+            raise Unsupported(f"{fn.__name__}() over values that are not constants",
+                              break_type="data_dependent")
+        return wrap_constant(fn(i.as_constant() for i in items))
+
+    return handler
+
+
+def _all_any(fn: Callable) -> Callable:
+    def handler(tx, args, kwargs):
+        return ConstantVariable(fn(i.truthy(tx) for i in _items(tx, args[0])))
+
+    return handler
+
+
+def _sorted(tx, args, kwargs):
+    items = _items(tx, args[0])
+    key = kwargs.get("key")
+    reverse = kwargs.get("reverse", ConstantVariable(False)).as_constant()
+    if key is None or (key.is_constant() and key.as_constant() is None):
+        if not all(i.is_constant() for i in items):
+            raise Unsupported("sorted() of values that are not constants")
+        order = sorted(range(len(items)), key=lambda i: items[i].as_constant(), reverse=reverse)
+    else:
+        keys = [key.call(tx, [i], {}).as_constant() for i in items]
+        order = sorted(range(len(items)), key=lambda i: keys[i], reverse=reverse)
+    return ListVariable([items[i] for i in order])
+
+
+def _callable(tx, args, kwargs):
+    from graphlift.variables.functions import (
+        BaseUserFunctionVariable,
+        PartialVariable,
+        UserMethodVariable,
+    )
+    from graphlift.variables.objects import ClassVariable
+
+    value = args[0]
+    if isinstance(value, (BaseUserFunctionVariable, UserMethodVariable, PartialVariable,
+                          BuiltinVariable, ClassVariable)):
+        return ConstantVariable(True)
+    if isinstance(value, TensorVariable) or value.is_constant():
+        return ConstantVariable(callable(value.as_constant()) if value.is_constant() else False)
+    raise Unsupported(f"callable() of {value!r}")
+
+
+def _dict(tx, args, kwargs):
+    from graphlift.variables.containers import DictVariable
+
+    items: dict[Any, VariableTracker] = {}
+    if args:
+        source = args[0]
+        if isinstance(source, DictVariable):
+            items.update(source.items)
+        else:
+            for pair in _items(tx, source):
+                key, value = pair.unpack(tx)
+                items[key.as_constant()] = value
+    items.update(kwargs)
+    return DictVariable(items)
+
+
+def _set(tx, args, kwargs):
+    from graphlift.variables.containers import SetVariable
+
+    return SetVariable(_items(tx, args[0]) if args else [])
+
+
+def _print(tx, args, kwargs):
+    raise Unsupported("print() writes to stdout, which a graph cannot do",
+                      break_type="skipped_function",
+                      hints=("remove the print, or accept the graph break",))
+
+
 # builtin -> handler(tx, args, kwargs). One row per builtin with symbolic arguments.
 BUILTIN_HANDLERS: dict[Any, Callable] = {
     len: _len,  # tensors: size of dim 0; containers: number of items
@@ -107,6 +273,25 @@ BUILTIN_HANDLERS: dict[Any, Callable] = {
     list: _sequence(list),
     getattr: _getattr,  # getattr(obj, "name"[, default])
     hasattr: _hasattr,
+    super: _super,  # zero-argument super() reads __class__ and the first argument
+    zip: _zip,  # iterators over trackers are materialised: lengths are known while tracing
+    enumerate: _enumerate,
+    reversed: _reversed,
+    iter: _iter,
+    next: _next,  # exhausted without default: StopIteration raised in the trace
+    map: _map,  # the function is called (inlined) for each item
+    filter: _filter,
+    sum: _reduce_binary(operator.add, "sum"),  # tensors add into the graph
+    min: _min_max(min),  # constants only: min of tensors compares data
+    max: _min_max(max),
+    all: _all_any(all),  # truthiness of each item; tensors break (data-dependent)
+    any: _all_any(any),
+    sorted: _sorted,  # constants, or a key function that gives constants
+    callable: _callable,
+    dict: _dict,
+    set: _set,
+    frozenset: _set,
+    print: _print,  # stdout: a graph break
 }
 
 
@@ -144,6 +329,10 @@ class BuiltinVariable(VariableTracker):
         return super().as_constant()
 
     def call(self, tx: InstructionTranslator, args, kwargs):
+        if isinstance(self.fn, type) and issubclass(self.fn, BaseException):
+            from graphlift.variables.exceptions import ExceptionVariable
+
+            return ExceptionVariable(self.fn, args)
         handler = BUILTIN_HANDLERS.get(self.fn)
         if handler is not None:
             try:

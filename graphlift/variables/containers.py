@@ -96,9 +96,18 @@ class TupleVariable(BaseListVariable):
         return TupleMethodVariable(self, name)
 
     def _literal(self, body: str) -> str:
-        if self.tuple_class is not tuple:
-            raise Unsupported(f"returning a {self.tuple_class.__name__} from a compiled frame")
-        return f"({body},)" if self.items else "()"
+        if self.tuple_class is tuple:
+            return f"({body},)" if self.items else "()"
+        raise NotImplementedError  # reconstruct() handles named tuples with the codegen
+
+    def reconstruct(self, codegen: OutputCodegen) -> str:
+        if self.tuple_class is tuple or self.source is not None:
+            return super().reconstruct(codegen)
+        body = ", ".join(i.reconstruct(codegen) for i in self.items)
+        cls = codegen.constant(self.tuple_class)
+        if _is_structseq(self.tuple_class):
+            return f"{cls}(({body},))"
+        return f"{cls}({body})"
 
 
 class ListVariable(BaseListVariable):
@@ -161,6 +170,71 @@ class ListMethodVariable(VariableTracker):
         return ConstantVariable(None)
 
 
+class SetVariable(VariableTracker):
+    """A set built in the frame, of constants (tensors hash by identity: not modelled)."""
+
+    def __init__(self, items: list[VariableTracker]) -> None:
+        super().__init__()
+        self.items: dict[Any, VariableTracker] = {}
+        for item in items:
+            self.add(item)
+
+    def add(self, item: VariableTracker) -> None:
+        if not item.is_constant():
+            raise Unsupported(f"set of {item!r}: only constants are modelled in sets")
+        self.items.setdefault(item.as_constant(), item)
+
+    def describe(self) -> str:
+        return f"{len(self.items)} items"
+
+    def python_type(self) -> type:
+        return set
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self) -> Any:
+        return set(self.items)
+
+    def truthy(self, tx) -> bool:
+        return bool(self.items)
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        return [wrap_constant(v) for v in set(self.items)]
+
+    def var_getattr(self, tx, name):
+        return SetMethodVariable(self, name)
+
+    def reconstruct(self, codegen: OutputCodegen) -> str:
+        return codegen.constant(frozenset(self.items)).join(("set(", ")"))
+
+
+class SetMethodVariable(VariableTracker):
+    """Set methods: mutations on the tracked set, queries folded on its constants."""
+
+    MUTATING = frozenset({"add", "update", "discard", "remove", "clear", "pop",
+                          "intersection_update", "difference_update"})
+
+    def __init__(self, obj: SetVariable, name: str) -> None:
+        super().__init__()
+        self.obj, self.name = obj, name
+
+    def call(self, tx, args, kwargs):
+        values = [a.as_constant() for a in args]
+        real = set(self.obj.items)
+        try:
+            result = getattr(real, self.name)(*values)
+        except (KeyError, TypeError) as error:
+            from graphlift.variables.exceptions import raise_real
+
+            raise raise_real(error) from error
+        if self.name in self.MUTATING:
+            self.obj.items = {v: wrap_constant(v) for v in real}
+        if isinstance(result, (set, frozenset)):
+            return SetVariable([wrap_constant(v) for v in result])
+        return wrap_constant(result)
+
+
 class DictVariable(VariableTracker):
     """A dict built in the frame, keyed by constants."""
 
@@ -183,8 +257,66 @@ class DictVariable(VariableTracker):
     def getitem(self, tx, index: VariableTracker) -> VariableTracker:
         key = index.as_constant()
         if key not in self.items:
-            raise Unsupported(f"KeyError {key!r} while tracing", break_type="user_exception")
+            from graphlift.variables.exceptions import raise_real
+
+            raise raise_real(KeyError(key))
         return self.items[key]
+
+    def var_getattr(self, tx, name):
+        return DictMethodVariable(self, name)
+
+    def check_mutable(self) -> None:
+        if self.source is not None:
+            raise Unsupported(f"mutating the input dict {self.source.name()} "
+                              "(needs the side-effect ledger)", break_type="side_effect")
+
+
+class DictMethodVariable(VariableTracker):
+    """Methods of a dict of trackers."""
+
+    def __init__(self, obj: DictVariable, name: str) -> None:
+        super().__init__()
+        self.obj, self.name = obj, name
+
+    def call(self, tx, args, kwargs):
+        items = self.obj.items
+        name = self.name
+        if name == "keys":
+            return ListVariable([wrap_constant(k) for k in items])
+        if name == "values":
+            return ListVariable(list(items.values()))
+        if name == "items":
+            return ListVariable([TupleVariable([wrap_constant(k), v]) for k, v in items.items()])
+        if name == "get":
+            default = args[1] if len(args) > 1 else ConstantVariable(None)
+            return items.get(args[0].as_constant(), default)
+        if name == "__contains__":
+            return ConstantVariable(args[0].as_constant() in items)
+        self.obj.check_mutable()
+        if name == "update":
+            if args:
+                other = args[0]
+                pairs = other.items.items() if isinstance(other, DictVariable) else \
+                    [(p.unpack(tx)[0].as_constant(), p.unpack(tx)[1]) for p in other.unpack(tx)]
+                items.update(pairs)
+            items.update(kwargs)
+            return ConstantVariable(None)
+        if name == "setdefault":
+            default = args[1] if len(args) > 1 else ConstantVariable(None)
+            return items.setdefault(args[0].as_constant(), default)
+        if name == "pop":
+            key = args[0].as_constant()
+            if key in items:
+                return items.pop(key)
+            if len(args) > 1:
+                return args[1]
+            from graphlift.variables.exceptions import raise_real
+
+            raise raise_real(KeyError(key))
+        if name == "clear":
+            items.clear()
+            return ConstantVariable(None)
+        raise Unsupported(f"dict.{name}")
 
     def reconstruct(self, codegen: OutputCodegen) -> str:
         if self.source is not None:

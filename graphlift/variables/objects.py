@@ -1,16 +1,43 @@
-"""Python modules, classes, user objects and user functions met while tracing."""
+"""Python modules, classes and objects of user classes met while tracing.
+
+Objects read from the inputs are guarded by type and read attribute by attribute; objects created
+inside the frame (``Point(1, 2)``, a dataclass) are modelled entirely: their attributes live in
+the tracker and are rebuilt if the object leaves the frame.
+"""
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import TYPE_CHECKING, Any
+
+import torch
 
 from graphlift.exc import Unsupported
 from graphlift.sources import AttrSource
 from graphlift.variables.base import VariableTracker
+from graphlift.variables.constant import ConstantVariable, is_constant_value, wrap_constant
 
 if TYPE_CHECKING:
     from graphlift.codegen import OutputCodegen
+
+_MISSING = object()
+
+
+def lookup_class_attr(cls: type, name: str, start_after: type | None = None) -> Any:
+    """``name`` in the MRO of ``cls`` without invoking descriptors (after ``start_after``)."""
+    mro = cls.__mro__
+    if start_after is not None:
+        mro = mro[mro.index(start_after) + 1:]
+    for klass in mro:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return _MISSING
+
+
+def is_user_class(cls: type) -> bool:
+    module = getattr(cls, "__module__", "") or ""
+    return module not in ("builtins",) and not module.startswith("torch")
 
 
 class PythonModuleVariable(VariableTracker):
@@ -43,8 +70,33 @@ class PythonModuleVariable(VariableTracker):
         return codegen.source_expr(self.source) if self.source else codegen.constant(self.module)
 
 
+def bind_class_attr(tx, obj: VariableTracker, cls: type, name: str, attr: Any,
+                    attr_source) -> VariableTracker:
+    """What ``obj.name`` gives for a class attribute ``attr``: methods bind, properties run."""
+    from graphlift.variables.builder import wrap_unguarded
+    from graphlift.variables.functions import UserFunctionVariable, UserMethodVariable
+
+    if isinstance(attr, staticmethod):
+        return UserFunctionVariable(attr.__func__)
+    if isinstance(attr, classmethod):
+        return UserMethodVariable(UserFunctionVariable(attr.__func__), ClassVariable(cls))
+    if isinstance(attr, property):
+        if attr.fget is None:
+            raise Unsupported(f"unreadable property {cls.__qualname__}.{name}",
+                              break_type="user_exception")
+        return UserFunctionVariable(attr.fget).call(tx, [obj], {})
+    if isinstance(attr, types.FunctionType):
+        fn = tx.builder.wrap(attr, attr_source) if attr_source is not None \
+            else UserFunctionVariable(attr)
+        return UserMethodVariable(fn, obj)
+    if hasattr(type(attr), "__get__") and not is_constant_value(attr):
+        raise Unsupported(f"descriptor {cls.__qualname__}.{name} of type "
+                          f"{type(attr).__name__} is not traced")
+    return wrap_unguarded(tx, attr) if attr_source is None else tx.builder.wrap(attr, attr_source)
+
+
 class ClassVariable(VariableTracker):
-    """A class used as a value: in ``isinstance`` checks, as a type to compare against."""
+    """A class used as a value: ``isinstance`` checks, construction, class attributes."""
 
     def __init__(self, cls: type, source=None) -> None:
         super().__init__(source)
@@ -62,42 +114,159 @@ class ClassVariable(VariableTracker):
     def as_constant(self) -> Any:
         return self.cls
 
+    def var_getattr(self, tx, name):
+        from graphlift.variables.functions import UserFunctionVariable
+
+        attr = lookup_class_attr(self.cls, name)
+        if attr is _MISSING:
+            raise Unsupported(f"type object {self.cls.__qualname__!r} has no attribute {name!r}",
+                              break_type="user_exception")
+        if isinstance(attr, types.FunctionType):
+            return UserFunctionVariable(attr)  # unbound: called with an explicit self
+        if isinstance(attr, property):
+            raise Unsupported("property object read from a class")
+        return bind_class_attr(tx, self, self.cls, name, attr, None)
+
+    def call(self, tx, args, kwargs):
+        constructor = CONSTRUCTORS.get(self.cls)
+        if constructor is not None:
+            return constructor(tx, args, kwargs)
+        if issubclass(self.cls, tuple) and hasattr(self.cls, "_fields"):
+            return _make_namedtuple(tx, self.cls, args, kwargs)
+        if issubclass(self.cls, BaseException):
+            from graphlift.variables.exceptions import ExceptionVariable
+
+            return ExceptionVariable(self.cls, args)
+        if is_user_class(self.cls) and not issubclass(self.cls, torch.nn.Module):
+            return _make_object(tx, self.cls, args, kwargs)
+        raise Unsupported(f"constructing {self.cls.__qualname__} while tracing",
+                          break_type="unsupported_call")
+
     def reconstruct(self, codegen: OutputCodegen) -> str:
         return codegen.constant(self.cls)
 
 
-class UserObjectVariable(VariableTracker):
-    """An object of a user class read from the inputs: its type is guarded, attributes read."""
+def _make_partial(tx, args, kwargs):
+    from graphlift.variables.functions import PartialVariable
 
-    def __init__(self, value: Any, source=None) -> None:
+    return PartialVariable(args[0], list(args[1:]), dict(kwargs))
+
+
+def _fold_constructor(cls: type):
+    def construct(tx, args, kwargs):
+        values = [a.as_constant() for a in args]
+        return wrap_constant(cls(*values, **{k: v.as_constant() for k, v in kwargs.items()}))
+
+    return construct
+
+
+def _grad_mode(mode: bool):
+    def construct(tx, args, kwargs):
+        from graphlift.variables.exceptions import GradModeVariable
+
+        return GradModeVariable(mode)
+
+    return construct
+
+
+def _set_grad_enabled(tx, args, kwargs):
+    """``torch.set_grad_enabled(b)`` switches at construction, as a statement or a with block."""
+    from graphlift.variables.exceptions import GradModeVariable, set_grad_mode
+
+    mode = bool((args[0] if args else kwargs["mode"]).as_constant())
+    manager = GradModeVariable(mode, applied_now=True, previous=torch.is_grad_enabled())
+    set_grad_mode(tx, mode)
+    return manager
+
+
+# Classes with their own construction rule. One row per class.
+CONSTRUCTORS = {
+    torch.no_grad: _grad_mode(False),  # with torch.no_grad(): grad mode off inside
+    torch.enable_grad: _grad_mode(True),  # with torch.enable_grad(): grad mode on inside
+    torch.set_grad_enabled: _set_grad_enabled,  # switches immediately; restores on __exit__
+    functools.partial: _make_partial,  # partial(fn, *args, **kwargs) -> PartialVariable
+    torch.Size: _fold_constructor(torch.Size),  # torch.Size([2, 3]) is a constant
+    torch.device: _fold_constructor(torch.device),  # torch.device("cpu") is a constant
+}
+
+
+def _make_namedtuple(tx, cls: type, args, kwargs):
+    from graphlift.variables.containers import TupleVariable
+
+    fields = cls._fields
+    values = dict(zip(fields, args))
+    values.update(kwargs)
+    for name, default in getattr(cls, "_field_defaults", {}).items():
+        values.setdefault(name, wrap_constant(default))
+    if set(values) != set(fields):
+        raise Unsupported(f"TypeError constructing {cls.__name__}", break_type="user_exception")
+    return TupleVariable([values[f] for f in fields], tuple_class=cls)
+
+
+def _make_object(tx, cls: type, args, kwargs):
+    """``cls(*args)`` for a plain user class: a new object, then its ``__init__`` inlined."""
+    from graphlift.variables.functions import UserFunctionVariable
+
+    if lookup_class_attr(cls, "__new__") not in (_MISSING, object.__dict__["__new__"]):
+        raise Unsupported(f"{cls.__qualname__} defines __new__; not traced")
+    if hasattr(cls, "__slots__"):
+        raise Unsupported(f"{cls.__qualname__} uses __slots__; not traced")
+    obj = UserObjectVariable(None, cls=cls)
+    init = lookup_class_attr(cls, "__init__")
+    if isinstance(init, types.FunctionType):
+        UserFunctionVariable(init).call(tx, [obj, *args], kwargs)
+    elif args or kwargs:
+        raise Unsupported(f"TypeError: {cls.__qualname__}() takes no arguments",
+                          break_type="user_exception")
+    return obj
+
+
+class UserObjectVariable(VariableTracker):
+    """An object of a user class.
+
+    With a ``value`` it was read from the inputs: its type is guarded and attributes are read from
+    the real object. Without one it was created in the frame and ``attrs`` holds its state.
+    """
+
+    def __init__(self, value: Any, source=None, cls: type | None = None) -> None:
         super().__init__(source)
         self.value = value
+        self.cls = cls if cls is not None else type(value)
+        self.attrs: dict[str, VariableTracker] = {}
+        self.is_new = value is None and cls is not None
 
     def describe(self) -> str:
-        return type(self.value).__qualname__
+        return self.cls.__qualname__
 
     def python_type(self) -> type:
-        return type(self.value)
+        return self.cls
+
+    def truthy(self, tx) -> bool:
+        if lookup_class_attr(self.cls, "__bool__") is _MISSING and \
+                lookup_class_attr(self.cls, "__len__") is _MISSING:
+            return True
+        return super().truthy(tx)
 
     def var_getattr(self, tx, name):
-        cls = type(self.value)
-        class_attr = _lookup_class_attr(cls, name)
-        instance_dict = getattr(self.value, "__dict__", {})
-        if isinstance(class_attr, (property, types.MemberDescriptorType)) or \
-                hasattr(type(class_attr), "__set__"):
-            raise Unsupported(f"descriptor {cls.__qualname__}.{name} (properties are not traced "
-                              "yet)")
-        if name in instance_dict:
-            return self._wrap_attr(tx, name, instance_dict[name])
+        if name in self.attrs:
+            return self.attrs[name]
+        if name == "__class__":
+            return ClassVariable(self.cls)
+        class_attr = lookup_class_attr(self.cls, name)
+        data_descriptor = hasattr(type(class_attr), "__set__")
+        if not data_descriptor and not self.is_new:
+            instance_dict = getattr(self.value, "__dict__", {})
+            if name in instance_dict:
+                return self._wrap_attr(tx, name, instance_dict[name])
         if class_attr is _MISSING:
-            if hasattr(cls, "__getattr__"):
-                raise Unsupported(f"{cls.__qualname__}.__getattr__ is not traced yet")
-            raise Unsupported(f"{cls.__qualname__!r} object has no attribute {name!r}",
+            if lookup_class_attr(self.cls, "__getattr__") is not _MISSING:
+                raise Unsupported(f"{self.cls.__qualname__}.__getattr__ is not traced")
+            raise Unsupported(f"{self.cls.__qualname__!r} object has no attribute {name!r}",
                               break_type="user_exception")
-        if isinstance(class_attr, (types.FunctionType, staticmethod, classmethod)):
-            raise Unsupported(f"calling method {cls.__qualname__}.{name} (inlining of user "
-                              "methods is not supported yet)", break_type="unsupported_call")
-        return self._wrap_attr(tx, name, getattr(self.value, name))
+        source = None
+        if self.source is not None:
+            source = AttrSource(AttrSource(self.source, "__class__"), name)
+        return bind_class_attr(tx, self, self.cls, name, class_attr, source)
 
     def _wrap_attr(self, tx, name: str, value: Any) -> VariableTracker:
         from graphlift.variables.builder import wrap_unguarded
@@ -106,33 +275,60 @@ class UserObjectVariable(VariableTracker):
             return wrap_unguarded(tx, value)
         return tx.builder.wrap(value, AttrSource(self.source, name))
 
-
-_MISSING = object()
-
-
-def _lookup_class_attr(cls: type, name: str) -> Any:
-    for klass in cls.__mro__:
-        if name in klass.__dict__:
-            return klass.__dict__[name]
-    return _MISSING
-
-
-class UserFunctionVariable(VariableTracker):
-    """A Python function written by the user."""
-
-    def __init__(self, fn: types.FunctionType, source=None) -> None:
-        super().__init__(source)
-        self.fn = fn
-
-    def describe(self) -> str:
-        return self.fn.__qualname__
-
-    def python_type(self) -> type:
-        return types.FunctionType
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        if not self.is_new:
+            raise Unsupported(f"attribute assignment on {self.source.name() if self.source else self}"
+                              " (needs the side-effect ledger)", break_type="side_effect")
+        if hasattr(type(lookup_class_attr(self.cls, name)), "__set__"):
+            raise Unsupported(f"assignment through descriptor {self.cls.__qualname__}.{name}")
+        self.attrs[name] = value
 
     def call(self, tx, args, kwargs):
-        raise Unsupported(f"call to user function {self.fn.__qualname__} (inlining is not "
-                          "supported yet)", break_type="unsupported_call")
+        call = lookup_class_attr(self.cls, "__call__")
+        if not isinstance(call, types.FunctionType):
+            raise Unsupported(f"calling a {self.cls.__qualname__} object")
+        return self.var_getattr(tx, "__call__").call(tx, args, kwargs)
 
     def reconstruct(self, codegen: OutputCodegen) -> str:
-        return codegen.source_expr(self.source) if self.source else codegen.constant(self.fn)
+        if not self.is_new:
+            return super().reconstruct(codegen)
+        attrs = ", ".join(f"{name!r}: {value.reconstruct(codegen)}"
+                          for name, value in self.attrs.items())
+        return f"{codegen.constant(rebuild_object)}({codegen.constant(self.cls)}, {{{attrs}}})"
+
+
+def rebuild_object(cls: type, attrs: dict[str, Any]) -> Any:
+    """Recreate an object built inside a compiled frame, after the graph ran."""
+    obj = object.__new__(cls)
+    obj.__dict__.update(attrs)
+    return obj
+
+
+class SuperVariable(VariableTracker):
+    """``super()`` bound to a class and an object: attribute lookup starts after the class."""
+
+    def __init__(self, cls: type, obj: VariableTracker) -> None:
+        super().__init__()
+        self.cls, self.obj = cls, obj
+
+    def describe(self) -> str:
+        return f"super({self.cls.__qualname__})"
+
+    def var_getattr(self, tx, name):
+        obj_type = self.obj.python_type()
+        if isinstance(self.obj, ClassVariable):
+            obj_type = self.obj.cls
+        attr = lookup_class_attr(obj_type, name, start_after=self.cls)
+        if attr is _MISSING:
+            raise Unsupported(f"'super' object has no attribute {name!r}",
+                              break_type="user_exception")
+        if attr is object.__init__:
+            return NoOpVariable()
+        return bind_class_attr(tx, self.obj, obj_type, name, attr, None)
+
+
+class NoOpVariable(VariableTracker):
+    """A call with no effect and result None (``object.__init__`` through ``super()``)."""
+
+    def call(self, tx, args, kwargs):
+        return ConstantVariable(None)

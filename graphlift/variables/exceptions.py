@@ -1,0 +1,129 @@
+"""Exceptions raised and caught inside a traced frame, and context managers for ``with`` blocks."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from graphlift.exc import Unsupported
+from graphlift.variables.base import VariableTracker
+from graphlift.variables.constant import ConstantVariable, wrap_constant
+
+if TYPE_CHECKING:
+    from graphlift.translator import InstructionTranslator
+
+
+class ExceptionVariable(VariableTracker):
+    """An exception object created while tracing (``ValueError("bad")``)."""
+
+    def __init__(self, cls: type, args: list[VariableTracker]) -> None:
+        super().__init__()
+        self.cls = cls
+        self.args = list(args)
+
+    def describe(self) -> str:
+        return self.cls.__name__
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def var_getattr(self, tx, name):
+        from graphlift.variables.containers import TupleVariable
+
+        if name == "args":
+            return TupleVariable(self.args)
+        raise Unsupported(f"attribute {name!r} of a traced exception")
+
+    def as_real(self) -> BaseException:
+        """The exception eager Python would raise, for messages."""
+        try:
+            return self.cls(*(a.as_constant() for a in self.args))
+        except Unsupported:
+            return self.cls()
+
+
+class TracedException(Exception):
+    """Raised inside the translator when the traced program raises; unwinds via the table."""
+
+    def __init__(self, exception: ExceptionVariable) -> None:
+        super().__init__(exception.describe())
+        self.exception = exception
+
+
+def raise_real(error: BaseException) -> TracedException:
+    """A traced version of an exception that folding a constant operation raised for real."""
+    try:
+        args = [wrap_constant(a) for a in error.args]
+    except Unsupported:
+        args = []
+    return TracedException(ExceptionVariable(type(error), args))
+
+
+class GradModeVariable(VariableTracker):
+    """``torch.no_grad()``, ``torch.enable_grad()``, ``torch.set_grad_enabled(b)``.
+
+    Entering sets grad mode for the rest of the trace (fake tensors must see it) and puts a
+    ``torch._C._set_grad_enabled`` node in the graph, so the compiled code switches at the same
+    point; exiting restores the mode that was active before.
+    """
+
+    def __init__(self, mode: bool, applied_now: bool = False, previous: bool | None = None) -> \
+            None:
+        super().__init__()
+        self.mode = mode
+        self.previous = previous
+        self.applied_now = applied_now
+
+    def describe(self) -> str:
+        return f"grad mode {self.mode}"
+
+    def python_type(self) -> type:
+        return torch.set_grad_enabled if self.applied_now else \
+            (torch.no_grad if not self.mode else torch.enable_grad)
+
+    def enter(self, tx: InstructionTranslator) -> VariableTracker:
+        if not self.applied_now:
+            self.previous = torch.is_grad_enabled()
+            set_grad_mode(tx, self.mode)
+        return ConstantVariable(None)
+
+    def exit(self, tx: InstructionTranslator) -> VariableTracker:
+        set_grad_mode(tx, self.previous)
+        return ConstantVariable(None)
+
+    def var_getattr(self, tx, name):
+        if name in ("__enter__", "__exit__"):
+            return ContextMethodVariable(self, name)
+        raise Unsupported(f"attribute {name!r} of {self.describe()}")
+
+
+class ContextMethodVariable(VariableTracker):
+    """The bound ``__enter__`` / ``__exit__`` of a modelled context manager."""
+
+    def __init__(self, manager: GradModeVariable, name: str) -> None:
+        super().__init__()
+        self.manager, self.name = manager, name
+
+    def call(self, tx, args, kwargs):
+        if self.name == "__enter__":
+            return self.manager.enter(tx)
+        return self.manager.exit(tx)
+
+
+def set_grad_mode(tx: InstructionTranslator, mode: bool) -> None:
+    """Switch grad mode for the trace and in the graph (a no-op node is skipped)."""
+    if torch.is_grad_enabled() == mode:
+        return
+    torch._C._set_grad_enabled(mode)
+    tx.output.create_node("call_function", torch._C._set_grad_enabled, (mode,), {},
+                          mutates=True)
+
+
+def make_grad_mode(cls: Any, args: list[VariableTracker]) -> GradModeVariable:
+    """The tracker for constructing one of torch's grad-mode context managers."""
+    if cls is torch.no_grad:
+        return GradModeVariable(False)
+    if cls is torch.enable_grad:
+        return GradModeVariable(True)
+    raise AssertionError(cls)

@@ -1,0 +1,256 @@
+"""User functions, closures, methods and partials: all of them are inlined into the caller's trace.
+
+Inlining runs the callee's bytecode in an :class:`~graphlift.translator.InliningTranslator` that
+shares the caller's graph and guards, so a call costs nothing at run time and the whole call tree
+becomes one graph.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from typing import TYPE_CHECKING, Any
+
+from graphlift.exc import Unsupported
+from graphlift.sources import AttrSource, ItemSource, Source
+from graphlift.variables.base import VariableTracker
+from graphlift.variables.constant import ConstantVariable
+from graphlift.variables.containers import DictVariable, TupleVariable
+
+if TYPE_CHECKING:
+    from graphlift.codegen import OutputCodegen
+    from graphlift.translator import InstructionTranslator
+
+CO_VARARGS, CO_VARKEYWORDS = 0x04, 0x08
+
+
+class CellVariable(VariableTracker):
+    """A closure cell. In-frame cells hold a tracker; cells of input functions read their source.
+
+    ``contents`` is None until the cell is assigned (or first read, for a sourced cell).
+    """
+
+    def __init__(self, contents: VariableTracker | None = None,
+                 contents_source: Source | None = None, real_cell: Any = None) -> None:
+        super().__init__()
+        self.contents = contents
+        self.contents_source = contents_source  # set for cells of functions from the inputs
+        self.real_cell = real_cell
+
+    def describe(self) -> str:
+        return f"cell {self.contents!r}"
+
+    def load(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        if self.contents is None and self.contents_source is not None:
+            try:
+                value = self.real_cell.cell_contents
+            except ValueError as error:
+                raise Unsupported(f"free variable {name!r} referenced before assignment",
+                                  break_type="user_exception") from error
+            self.contents = tx.builder.wrap(value, self.contents_source)
+        if self.contents is None:
+            raise Unsupported(f"free variable {name!r} referenced before assignment",
+                              break_type="user_exception")
+        return self.contents
+
+    def store(self, value: VariableTracker) -> None:
+        if self.contents_source is not None:
+            raise Unsupported(f"assigning to the closure variable {self.contents_source.name()} "
+                              "(needs the side-effect ledger)", break_type="side_effect")
+        self.contents = value
+
+
+class BaseUserFunctionVariable(VariableTracker):
+    """What inlining needs from any kind of user function."""
+
+    code: types.CodeType
+    globals: dict[str, Any]
+
+    def python_type(self) -> type:
+        return types.FunctionType
+
+    def defaults(self, tx: InstructionTranslator) -> list[VariableTracker]:
+        raise NotImplementedError
+
+    def kwdefaults(self, tx: InstructionTranslator) -> dict[str, VariableTracker]:
+        raise NotImplementedError
+
+    def closure_cells(self, tx: InstructionTranslator) -> list[CellVariable]:
+        raise NotImplementedError
+
+    def globals_source(self) -> Source | None:
+        """How to reach the function's globals when they are not the frame's own."""
+        return None
+
+    def call(self, tx, args, kwargs):
+        return tx.inline_call(self, args, kwargs)
+
+    def var_getattr(self, tx, name):
+        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+            return ConstantVariable(getattr(self.code, "co_" + name.strip("_"), None)
+                                    if name != "__module__" else self.globals.get("__name__"))
+        raise Unsupported(f"attribute {name!r} of a function")
+
+
+class UserFunctionVariable(BaseUserFunctionVariable):
+    """A real Python function reached from the inputs (a global, an attribute, a closure)."""
+
+    def __init__(self, fn: types.FunctionType, source: Source | None = None) -> None:
+        super().__init__(source)
+        self.fn = fn
+        self.code = fn.__code__
+        self.globals = fn.__globals__
+
+    def describe(self) -> str:
+        return self.fn.__qualname__
+
+    def is_constant(self) -> bool:
+        return False
+
+    def defaults(self, tx):
+        values = self.fn.__defaults__ or ()
+        if self.source is None:
+            return [_wrap_unsourced(tx, v) for v in values]
+        base = AttrSource(self.source, "__defaults__")
+        return [tx.builder.wrap(v, ItemSource(base, i)) for i, v in enumerate(values)]
+
+    def kwdefaults(self, tx):
+        values = self.fn.__kwdefaults__ or {}
+        if self.source is None:
+            return {k: _wrap_unsourced(tx, v) for k, v in values.items()}
+        base = AttrSource(self.source, "__kwdefaults__")
+        return {k: tx.builder.wrap(v, ItemSource(base, k)) for k, v in values.items()}
+
+    def closure_cells(self, tx):
+        cells = self.fn.__closure__ or ()
+        if self.source is None:
+            return [CellVariable(_wrap_unsourced(tx, c.cell_contents)) for c in cells]
+        base = AttrSource(self.source, "__closure__")
+        return [CellVariable(contents_source=AttrSource(ItemSource(base, i), "cell_contents"),
+                             real_cell=c) for i, c in enumerate(cells)]
+
+    def globals_source(self) -> Source | None:
+        return AttrSource(self.source, "__globals__") if self.source is not None else None
+
+    def reconstruct(self, codegen: OutputCodegen) -> str:
+        return codegen.source_expr(self.source) if self.source else codegen.constant(self.fn)
+
+
+def _wrap_unsourced(tx: InstructionTranslator, value: Any) -> VariableTracker:
+    from graphlift.variables.builder import wrap_unguarded
+
+    return wrap_unguarded(tx, value)
+
+
+class NestedFunctionVariable(BaseUserFunctionVariable):
+    """A function made by MAKE_FUNCTION inside the traced frame (def, lambda, comprehension)."""
+
+    def __init__(self, code: types.CodeType, globals_dict: dict[str, Any],
+                 defaults: TupleVariable | None, kwdefaults: DictVariable | None,
+                 closure: TupleVariable | None, parent_globals_source: Source | None) -> None:
+        super().__init__()
+        self.code = code
+        self.globals = globals_dict
+        self._defaults = defaults.items if defaults is not None else []
+        self._kwdefaults = dict(kwdefaults.items) if kwdefaults is not None else {}
+        self._closure = closure.items if closure is not None else []
+        self._globals_source = parent_globals_source
+
+    def describe(self) -> str:
+        return self.code.co_qualname
+
+    def defaults(self, tx):
+        return list(self._defaults)
+
+    def kwdefaults(self, tx):
+        return dict(self._kwdefaults)
+
+    def closure_cells(self, tx):
+        return list(self._closure)
+
+    def globals_source(self) -> Source | None:
+        return self._globals_source
+
+
+class UserMethodVariable(VariableTracker):
+    """``obj.method`` for a Python method: inlined with ``obj`` as the first argument."""
+
+    def __init__(self, fn: BaseUserFunctionVariable, obj: VariableTracker) -> None:
+        super().__init__()
+        self.fn, self.obj = fn, obj
+
+    def describe(self) -> str:
+        return f"method {self.fn.describe()}"
+
+    def python_type(self) -> type:
+        return types.MethodType
+
+    def call(self, tx, args, kwargs):
+        return self.fn.call(tx, [self.obj, *args], kwargs)
+
+
+class PartialVariable(VariableTracker):
+    """``functools.partial(fn, *args, **kwargs)`` built in the frame or read from the inputs."""
+
+    def __init__(self, fn: VariableTracker, args: list[VariableTracker],
+                 kwargs: dict[str, VariableTracker], source: Source | None = None) -> None:
+        super().__init__(source)
+        self.fn, self.args, self.kwargs = fn, args, kwargs
+
+    def describe(self) -> str:
+        return f"partial({self.fn.describe()})"
+
+    def python_type(self) -> type:
+        return functools.partial
+
+    def call(self, tx, args, kwargs):
+        return self.fn.call(tx, [*self.args, *args], {**self.kwargs, **kwargs})
+
+
+def bind_arguments(code: types.CodeType, args: list[VariableTracker],
+                   kwargs: dict[str, VariableTracker], defaults: list[VariableTracker],
+                   kwdefaults: dict[str, VariableTracker]) -> dict[str, VariableTracker]:
+    """Python's argument binding, on trackers. A TypeError eager would raise is reported as one."""
+    names = code.co_varnames
+    positional = names[:code.co_argcount]
+    keyword_only = names[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
+    index = code.co_argcount + code.co_kwonlyargcount
+    varargs = names[index] if code.co_flags & CO_VARARGS else None
+    index += bool(varargs)
+    varkw = names[index] if code.co_flags & CO_VARKEYWORDS else None
+
+    bound: dict[str, VariableTracker] = dict(zip(positional, args))
+    extra = args[len(positional):]
+    if extra and varargs is None:
+        raise _type_error(f"{code.co_name}() takes {len(positional)} positional arguments "
+                          f"but {len(args)} were given")
+    if varargs is not None:
+        bound[varargs] = TupleVariable(list(extra))
+    extra_kwargs: dict[str, VariableTracker] = {}
+    for name, value in kwargs.items():
+        if name in positional[code.co_posonlyargcount:] or name in keyword_only:
+            if name in bound:
+                raise _type_error(f"{code.co_name}() got multiple values for argument {name!r}")
+            bound[name] = value
+        elif varkw is not None:
+            extra_kwargs[name] = value
+        else:
+            raise _type_error(f"{code.co_name}() got an unexpected keyword argument {name!r}")
+    first_default = len(positional) - len(defaults)
+    for i, name in enumerate(positional):
+        if name not in bound:
+            if i < first_default:
+                raise _type_error(f"{code.co_name}() missing required argument {name!r}")
+            bound[name] = defaults[i - first_default]
+    for name in keyword_only:
+        if name not in bound:
+            if name not in kwdefaults:
+                raise _type_error(f"{code.co_name}() missing keyword-only argument {name!r}")
+            bound[name] = kwdefaults[name]
+    if varkw is not None:
+        bound[varkw] = DictVariable(extra_kwargs)
+    return bound
+
+
+def _type_error(message: str) -> Unsupported:
+    return Unsupported(f"TypeError: {message}", break_type="user_exception")
