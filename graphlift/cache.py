@@ -24,9 +24,15 @@ from graphlift.guards import CompiledGuards
 
 @dataclass(eq=False)
 class CacheEntry:
-    """Compiled code for one set of guards: ``check(*args)`` then ``run(*args)``."""
+    """Compiled code for one set of guards: ``check(*args)`` then ``run(*args)``.
+
+    An entry serves only calls through wrappers with the same ``options`` (compared by identity:
+    they are interned), so a graph made for one backend never runs for another, and an entry that
+    runs eagerly after a graph break never serves a ``fullgraph=True`` wrapper.
+    """
 
     compile_id: str  # "frame id/compile index", e.g. "0/3"
+    options: Any  # the interned convert_frame.CompileOptions it was compiled with
     compiled_guards: CompiledGuards
     run: Callable[..., Any]
     run_source: str

@@ -2,7 +2,7 @@
 
 For each cache entry graphlift writes one small function, for example::
 
-    def __gl_run(__gl_fn, x, n):
+    def __gl_run(__gl_fn, __gl_G, x, n):
         __gl_out = __gl_graph(x, __gl_G['w'])
         return (__gl_out[0], 3)
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from graphlift.sources import GLOBALS_NAME, Source
+from graphlift.sources import Source
 from graphlift.variables.base import VariableTracker
 
 # Values that print as Python literals which read back exactly.
@@ -26,8 +26,10 @@ _LITERAL_TYPES = (int, bool, type(None))
 class OutputCodegen:
     """Collects what the run function needs while the return value is reconstructed."""
 
-    def __init__(self, globals_dict: dict[str, Any]) -> None:
-        self.namespace: dict[str, Any] = {GLOBALS_NAME: globals_dict}
+    def __init__(self) -> None:
+        # The globals dict arrives as a parameter (``__gl_G``), never bound here: see
+        # convert_frame.FrameSignature.
+        self.namespace: dict[str, Any] = {}
         self.outputs: list[VariableTracker] = []
 
     def constant(self, value: Any) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 import types
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,32 +21,62 @@ import torch
 from graphlift import bytecode, logs
 from graphlift.cache import CacheEntry, ExtraState
 from graphlift.codegen import OutputCodegen
+from graphlift.config import config
 from graphlift.exc import Unsupported
 from graphlift.graph_break import GraphBreak, report
 from graphlift.guards import GuardBuilder
 from graphlift.output_graph import OutputGraph
-from graphlift.sources import FN_NAME
-from graphlift.translator import InstructionTranslator
+from graphlift.sources import FN_NAME, GLOBALS_NAME
+from graphlift.translator import InstructionTranslator, TranslationError
 
 
 @dataclass(frozen=True)
 class CompileOptions:
-    """What ``graphlift.compile`` was asked for."""
+    """What ``graphlift.compile`` was asked for. Make them with :func:`compile_options`."""
 
     backend: str | Callable
     fullgraph: bool
     dynamic: bool | None
 
+    def describe(self) -> str:
+        backend = self.backend
+        if not isinstance(backend, str):
+            backend = getattr(backend, "__name__", None) or type(backend).__name__
+        return f"backend={backend!r}, fullgraph={self.fullgraph}"
+
+
+# One CompileOptions per distinct setting, so that the hit path compares options by identity.
+# Keyed by the backend's id: an options object holds its backend, so no id is reused while the
+# key is alive, and the entry goes when the last wrapper or cache entry using it does.
+_interned_options: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def compile_options(backend: str | Callable, fullgraph: bool,
+                    dynamic: bool | None) -> CompileOptions:
+    """The shared CompileOptions for these settings."""
+    key = (backend if isinstance(backend, str) else id(backend), bool(fullgraph), dynamic)
+    options = _interned_options.get(key)
+    if options is None:
+        options = CompileOptions(backend, bool(fullgraph), dynamic)
+        _interned_options[key] = options
+    return options
+
 
 @dataclass(frozen=True)
 class FrameSignature:
-    """The parameters of the generated guard and run functions for one code object."""
+    """The parameters of the generated guard and run functions for one code object.
+
+    The function object and its globals come first: guards and run functions reach closure cells
+    and globals through them, never through references of their own. A reference from a cache
+    entry to the globals would make a cycle through the code object's extra slot, which the
+    garbage collector cannot see, so the code object would never be freed.
+    """
 
     arg_names: tuple[str, ...]  # the frame's argument locals, in co_varnames order
 
     @property
     def params(self) -> tuple[str, ...]:
-        return (FN_NAME, *self.arg_names)
+        return (FN_NAME, GLOBALS_NAME, *self.arg_names)
 
     @classmethod
     def of(cls, code: types.CodeType) -> FrameSignature:
@@ -56,7 +87,7 @@ class FrameSignature:
 
 def convert_frame(fn: types.FunctionType, state: ExtraState, args: tuple,
                   options: CompileOptions) -> CacheEntry:
-    """Translate ``fn`` for the bound arguments ``args`` (function first) into a cache entry."""
+    """Translate ``fn`` for ``args`` (function, its globals, then the bound arguments)."""
     signature = FrameSignature.of(fn.__code__)
     compile_id = state.next_compile_id()
     state.stats.compiles += 1
@@ -64,19 +95,25 @@ def convert_frame(fn: types.FunctionType, state: ExtraState, args: tuple,
         logs.emit("bytecode", f"ORIGINAL BYTECODE {fn.__qualname__} {state.location}\n"
                   f"{bytecode.dump(fn.__code__)}")
     output = OutputGraph()
-    guards = GuardBuilder(fn.__globals__)
-    codegen = OutputCodegen(fn.__globals__)
+    guards = GuardBuilder()
+    codegen = OutputCodegen()
     start = time.perf_counter()
     grad_mode = torch.is_grad_enabled()
     try:
-        tracer = InstructionTranslator(fn, dict(zip(signature.arg_names, args[1:])), output,
+        tracer = InstructionTranslator(fn, dict(zip(signature.arg_names, args[2:])), output,
                                        guards)
         return_expr = tracer.run().reconstruct(codegen)
     except Unsupported as error:
         state.stats.translate_seconds += time.perf_counter() - start
         if options.fullgraph:
             raise
-        return _eager_entry(fn, state, signature, guards, compile_id, error)
+        return _eager_entry(fn, state, signature, guards, compile_id, options, error)
+    except TranslationError as error:
+        state.stats.translate_seconds += time.perf_counter() - start
+        if options.fullgraph or not config.suppress_errors:
+            raise
+        unsupported = Unsupported(f"graphlift failed internally (suppress_errors=True): {error}")
+        return _eager_entry(fn, state, signature, guards, compile_id, options, unsupported)
     finally:
         torch._C._set_grad_enabled(grad_mode)  # tracing follows the frame's grad-mode switches
     output.finish([tensor.node for tensor in codegen.outputs])
@@ -95,7 +132,7 @@ def convert_frame(fn: types.FunctionType, state: ExtraState, args: tuple,
     run, run_source = codegen.build(signature.params, return_expr, graph_callable,
                                     [graph_input.source for graph_input in output.inputs])
     _log_guards(fn, compile_id, compiled_guards.source, compiled_guards.texts())
-    return CacheEntry(compile_id, compiled_guards, run, run_source, graph_module)
+    return CacheEntry(compile_id, options, compiled_guards, run, run_source, graph_module)
 
 
 def _guard_mutated_inputs(output: OutputGraph, guards: GuardBuilder) -> None:
@@ -108,7 +145,8 @@ def _guard_mutated_inputs(output: OutputGraph, guards: GuardBuilder) -> None:
 
 
 def _eager_entry(fn: types.FunctionType, state: ExtraState, signature: FrameSignature,
-                 guards: GuardBuilder, compile_id: str, error: Unsupported) -> CacheEntry:
+                 guards: GuardBuilder, compile_id: str, options: CompileOptions,
+                 error: Unsupported) -> CacheEntry:
     """An entry that runs the original function, under the guards that led to the break."""
     record = GraphBreak.from_unsupported(error)
     state.breaks.append(record)
@@ -117,11 +155,11 @@ def _eager_entry(fn: types.FunctionType, state: ExtraState, signature: FrameSign
     report(record, fn.__qualname__)
     compiled_guards = guards.compile(signature.params)
     run, run_source = eager_run(fn.__code__, signature)
-    return CacheEntry(compile_id, compiled_guards, run, run_source, None)
+    return CacheEntry(compile_id, options, compiled_guards, run, run_source, None)
 
 
 def eager_run(code: types.CodeType, signature: FrameSignature) -> tuple[Callable, str]:
-    """``def __gl_run(__gl_fn, a, b, args, k, kw): return __gl_fn(a, b, *args, k=k, **kw)``."""
+    """``def __gl_run(__gl_fn, __gl_G, a, args, k, kw): return __gl_fn(a, *args, k=k, **kw)``."""
     names = signature.arg_names
     positional = list(names[:code.co_argcount])
     keyword_only = names[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]

@@ -6,11 +6,15 @@ arguments, in C). The wrapper checks the head of the code object's cache chain a
 function; anything else goes to :func:`_on_miss`::
 
     def f(x, n=2):                                   # same signature as the user's f
-        e = __gl_state.head
-        if e is not None and e.check(__gl_fn, x, n):
+        __gl_e = __gl_state.head
+        if __gl_e is not None and __gl_e.options is __gl_opts \
+                and __gl_e.check(__gl_fn, __gl_G, x, n):
             __gl_state.stats.hits += 1
-            return e.run(__gl_fn, x, n)
-        return __gl_miss((__gl_fn, x, n))
+            return __gl_e.run(__gl_fn, __gl_G, x, n)
+        return __gl_miss((__gl_fn, __gl_G, x, n))
+
+Every name the wrapper adds starts with ``__gl_`` so that it cannot shadow a parameter.
+``__gl_G`` is ``fn.__globals__``: guards and run functions get the globals from the call.
 
 On a miss the other entries are tried in order (a hit moves to the front), then a new entry is
 compiled and put at the head, unless a recompile limit says the frame should run eagerly.
@@ -31,9 +35,15 @@ from graphlift import cache, logs
 from graphlift.backends import lookup_backend
 from graphlift.cache import CacheEntry, ExtraState
 from graphlift.config import config
-from graphlift.convert_frame import CompileOptions, FrameSignature, convert_frame, eager_run
+from graphlift.convert_frame import (
+    CompileOptions,
+    FrameSignature,
+    compile_options,
+    convert_frame,
+    eager_run,
+)
 from graphlift.exc import RecompileError, RecompileLimitExceeded
-from graphlift.sources import FN_NAME
+from graphlift.sources import FN_NAME, GLOBALS_NAME
 
 WRAPPED_ATTR = "_graphlift_fn"  # on a wrapper: the original function
 
@@ -48,7 +58,7 @@ def compile(fn: Callable | None = None, *, backend: str | Callable = "eager",
     dynamic shapes are not implemented yet, so every size is static.
     """
     lookup_backend(backend)  # an unknown name fails here, not on the first call
-    options = CompileOptions(backend, fullgraph, dynamic)
+    options = compile_options(backend, fullgraph, dynamic)
     if fn is None:
         return functools.partial(_compile, options=options)
     return _compile(fn, options)
@@ -92,17 +102,19 @@ def make_wrapper(fn: types.FunctionType, options: CompileOptions) -> Callable:
     signature = FrameSignature.of(fn.__code__)
     namespace: dict[str, Any] = {
         "__gl_state": state,
+        "__gl_opts": options,
         FN_NAME: fn,
+        GLOBALS_NAME: fn.__globals__,
         "__gl_miss": functools.partial(_on_miss, fn, state, options,
                                        eager_run(fn.__code__, signature)[0]),
     }
     params = ", ".join(signature.params)
     source = (
         f"def {_safe_name(fn)}({_parameter_list(fn, namespace)}):\n"
-        f"    e = __gl_state.head\n"
-        f"    if e is not None and e.check({params}):\n"
+        f"    __gl_e = __gl_state.head\n"
+        f"    if __gl_e is not None and __gl_e.options is __gl_opts and __gl_e.check({params}):\n"
         f"        __gl_state.stats.hits += 1\n"
-        f"        return e.run({params})\n"
+        f"        return __gl_e.run({params})\n"
         f"    return __gl_miss(({params},))\n"
     )
     code = builtins.compile(source, f"<graphlift wrapper of {fn.__qualname__}>", "exec")
@@ -162,9 +174,9 @@ def _on_miss(fn: types.FunctionType, state: ExtraState, options: CompileOptions,
     """The head entry's guards failed: try the others, then compile or fall back."""
     start = time.perf_counter()
     entries = state.entries
-    for index in range(1, len(entries)):
+    for index in range(1, len(entries)):  # the head failed on the fast path
         entry = entries[index]
-        if _passes(entry, args):
+        if entry.options is options and _passes(entry, args):
             state.move_to_front(index)
             state.stats.guard_seconds += time.perf_counter() - start
             state.stats.hits += 1
@@ -173,7 +185,7 @@ def _on_miss(fn: types.FunctionType, state: ExtraState, options: CompileOptions,
     state.stats.misses += 1
     if state.run_only:
         return run_eagerly(*args)
-    reasons = _failure_reasons(state, args)
+    reasons = _failure_reasons(state, options, args)
     if entries and not _may_recompile(fn, state, options, reasons):
         return run_eagerly(*args)
     if not _under_accumulated_limit(fn, state, options, reasons):
@@ -190,12 +202,15 @@ def _passes(entry: CacheEntry, args: tuple) -> bool:
         return False
 
 
-def _failure_reasons(state: ExtraState, args: tuple) -> list[str]:
+def _failure_reasons(state: ExtraState, options: CompileOptions, args: tuple) -> list[str]:
     """``"0/0: L['n'] == 3 (now 4)"`` for each existing entry, in lookup order."""
     reasons = []
     for entry in state.entries:
-        failure = entry.compiled_guards.first_failure(args)
-        reasons.append(f"{entry.compile_id}: {failure or 'guards passed on recheck'}")
+        if entry.options is not options:
+            failure = f"compiled with {entry.options.describe()} (now {options.describe()})"
+        else:
+            failure = entry.compiled_guards.first_failure(args) or "guards passed on recheck"
+        reasons.append(f"{entry.compile_id}: {failure}")
     return reasons
 
 

@@ -10,13 +10,17 @@ Only on a miss are the per-guard checks run, to name the first guard that failed
 from __future__ import annotations
 
 import enum
+import math
+import sys
+import types
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from graphlift.sources import GLOBALS_NAME, Source
+from graphlift.sources import Source
 
 
 class GuardKind(enum.Enum):
@@ -29,6 +33,7 @@ class GuardKind(enum.Enum):
     SAME_OBJECT = "same_object"  # two sources hold one object (an aliased argument)
     NOT_ALIASED = "not_aliased"  # a tensor mutated by the graph is not also another input
     LENGTH_CHECK = "length_check"  # len(v) == n for tuples and lists whose items were read
+    DICT_KEYS = "dict_keys"  # list(d) == [keys...] for dicts whose items were read
     GLOBAL_STATE = "global_state"  # grad mode, autocast, default dtype
 
 
@@ -95,16 +100,18 @@ def _lambda(params: tuple[str, ...], expr: str, namespace: dict[str, Any]) -> Ca
 class GuardBuilder:
     """Collects guards while tracing; ``compile`` turns them into one function."""
 
-    def __init__(self, globals_dict: dict[str, Any]) -> None:
+    def __init__(self) -> None:
         self.guards: list[Guard] = []
         self._fast: list[str] = []
         self._seen: set[tuple] = set()
         # Global state as the call found it; tracing may switch grad mode before guards are built.
         self.initial_state = (torch.is_grad_enabled(), bool(torch._C._is_any_autocast_enabled()),
                               torch.get_default_dtype())
+        # No globals dict here: the generated functions take it as a parameter (see
+        # convert_frame.FrameSignature), so that no cache entry keeps a module's globals alive.
         self.namespace: dict[str, Any] = {
-            GLOBALS_NAME: globals_dict,
             "torch": torch,
+            "__gl_copysign": math.copysign,
             "__gl_grad": _is_grad_enabled,
             "__gl_autocast": _is_autocast_enabled,
             "__gl_default_dtype": _get_default_dtype,
@@ -116,6 +123,21 @@ class GuardBuilder:
         name = f"__gl_c{len(self.namespace)}"
         self.namespace[name] = value
         return name
+
+    def object_ref(self, value: Any) -> str:
+        """An expression for ``value`` that keeps it alive only if it lives as long as its module.
+
+        Anything else (a function or class made at run time, by exec or inside a function) is held
+        through a weak reference: a strong one from a cache entry could reach the entry's own code
+        object through the object's ``__globals__`` or methods, a cycle through the code object's
+        extra slot that the garbage collector cannot see. A dead reference reads None.
+        """
+        if _reachable_by_import(value):
+            return self.const(value)
+        try:
+            return f"{self.const(weakref.ref(value))}()"
+        except TypeError:  # not weak-referenceable
+            return self.const(value)
 
     def _once(self, key: tuple) -> bool:
         """True the first time ``key`` is seen; guards are deduplicated by kind and source."""
@@ -131,8 +153,7 @@ class GuardBuilder:
     def type_match(self, source: Source, value: Any) -> None:
         if not self._once((GuardKind.TYPE_MATCH, source)):
             return
-        t = self.const(type(value))
-        check = f"type({source.expr()}) is {t}"
+        check = f"type({source.expr()}) is {self.object_ref(type(value))}"
         self._add(Guard(GuardKind.TYPE_MATCH, f"type({source.name()}) is {_qualname(type(value))}",
                         check, f"type({source.expr()})"))
         self._fast.append(check)
@@ -140,7 +161,8 @@ class GuardBuilder:
     def id_match(self, source: Source, value: Any) -> None:
         if not self._once((GuardKind.ID_MATCH, source)):
             return
-        check = f"{source.expr()} is {self.const(value)}"
+        # "is not None": a dead weak reference must not match a source that now holds None.
+        check = f"{source.expr()} is {self.object_ref(value)} is not None"
         self._add(Guard(GuardKind.ID_MATCH, f"{source.name()} is {_describe(value)}", check))
         self._fast.append(check)
 
@@ -156,6 +178,11 @@ class GuardBuilder:
             return
         self.type_match(source, value)
         check = f"{expr} == {self.const(value)}"
+        if type(value) is float and value == 0.0:
+            # 0.0 == -0.0, but a graph that baked one in differs from eager for the other.
+            check += f" and __gl_copysign(1.0, {expr}) == {math.copysign(1.0, value)}"
+        elif type(value) is float and value != value:
+            check = f"{expr} != {expr}"  # NaN equals nothing, not even itself
         self._add(Guard(GuardKind.CONSTANT_MATCH, f"{source.name()} == {value!r}", check, expr))
         self._fast.append(check)
 
@@ -212,6 +239,14 @@ class GuardBuilder:
                         f"len({source.expr()})"))
         self._fast.append(check)
 
+    def dict_keys(self, source: Source, keys: list) -> None:
+        if not self._once((GuardKind.DICT_KEYS, source)):
+            return
+        check = f"list({source.expr()}) == {self.const(keys)}"
+        self._add(Guard(GuardKind.DICT_KEYS, f"list({source.name()}) == {keys!r}", check,
+                        f"list({source.expr()})"))
+        self._fast.append(check)
+
     def global_state(self) -> None:
         """Grad mode, autocast and the default dtype: each changes what a graph computes."""
         if not self._once((GuardKind.GLOBAL_STATE,)):
@@ -238,6 +273,20 @@ class GuardBuilder:
         exec(compile(source, f"<graphlift {name}>", "exec"), namespace)  # noqa: S102
         fn = namespace[f"__gl_{name}"]
         return CompiledGuards(fn, source, list(self.guards), params, namespace)
+
+
+def _reachable_by_import(value: Any) -> bool:
+    """Whether ``value`` is a module in ``sys.modules`` or a module-level object of one."""
+    if isinstance(value, types.ModuleType):
+        return sys.modules.get(value.__name__) is value
+    module = sys.modules.get(getattr(value, "__module__", None) or "")
+    qualname = getattr(value, "__qualname__", None)
+    if module is None or not isinstance(qualname, str):
+        return False
+    found: Any = module
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    return found is value
 
 
 def _qualname(t: type) -> str:

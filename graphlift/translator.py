@@ -41,7 +41,7 @@ from graphlift.variables.functions import (
     NestedFunctionVariable,
     bind_arguments,
 )
-from graphlift.variables.objects import ClassVariable, UserObjectVariable
+from graphlift.variables.objects import ClassVariable, UserObjectVariable, lookup_class_attr
 from graphlift.variables.tensor import TensorVariable, call_torch
 
 # BINARY_OP's argument indexes this table (CPython's NB_* order); in-place forms follow.
@@ -53,6 +53,10 @@ BINARY_OPS = (
     operator.imul, operator.imod, operator.ior, operator.ipow, operator.irshift, operator.isub,
     operator.itruediv, operator.ixor,
 )
+
+# Operator names that have a reflected (__radd__) and an in-place (__iadd__) form.
+REFLECTED_NAMES = frozenset({"add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow",
+                             "lshift", "rshift", "and", "or", "xor"})
 
 COMPARE_OPS = {
     "<": operator.lt, "<=": operator.le, "==": operator.eq,
@@ -405,7 +409,26 @@ class InstructionTranslator:
             return self.sequence_op(op, left, right)
         if left.is_constant() and right.is_constant():
             return fold_operator(op, left.as_constant(), right.as_constant())
+        result = self.user_dunder(op, left, right)
+        if result is not None:
+            return result
         raise Unsupported(f"operator {op.__name__} on {left!r} and {right!r}")
+
+    def user_dunder(self, op: Any, left: VariableTracker, right: VariableTracker) -> \
+            VariableTracker | None:
+        """``a + b`` on user objects: inline ``__add__``, else ``__radd__``."""
+        name = op.__name__.strip("_")
+        inplace = name.startswith("i") and name[1:] in REFLECTED_NAMES
+        base = name[1:] if inplace else name
+        attempts = [(left, f"__i{base}__", right)] if inplace else []
+        attempts += [(left, f"__{base}__", right), (right, f"__r{base}__", left)]
+        for obj, dunder, other in attempts:
+            if isinstance(obj, UserObjectVariable) and \
+                    isinstance(lookup_class_attr(obj.cls, dunder), types.FunctionType):
+                result = obj.var_getattr(self, dunder).call(self, [other], {})
+                if not (result.is_constant() and result.as_constant() is NotImplemented):
+                    return result
+        return None
 
     def sequence_op(self, op: Any, left: BaseListVariable, right: VariableTracker) -> \
             VariableTracker:
@@ -453,7 +476,7 @@ class InstructionTranslator:
     def IS_OP(self, inst: Instruction) -> None:
         right = self.pop()
         left = self.pop()
-        self.push(ConstantVariable(is_same(left, right) != bool(inst.arg)))
+        self.push(ConstantVariable(is_same(self, left, right) != bool(inst.arg)))
 
     def CONTAINS_OP(self, inst: Instruction) -> None:
         container = self.pop()
@@ -495,6 +518,20 @@ class InstructionTranslator:
             obj.items[index.as_constant()] = value
         else:
             raise Unsupported(f"item assignment on {obj!r}", break_type="side_effect")
+
+    def DELETE_SUBSCR(self, inst: Instruction) -> None:
+        index = self.pop()
+        obj = self.pop()
+        if isinstance(obj, ListVariable):
+            obj.check_mutable()
+            del obj.items[index.as_constant()]
+        elif isinstance(obj, DictVariable):
+            obj.check_mutable()
+            if index.as_constant() not in obj.items:
+                raise raise_real(KeyError(index.as_constant()))
+            del obj.items[index.as_constant()]
+        else:
+            raise Unsupported(f"del on an item of {obj!r}", break_type="side_effect")
 
     def BUILD_SLICE(self, inst: Instruction) -> None:
         parts = self.popn(inst.arg)
@@ -586,7 +623,8 @@ class InstructionTranslator:
     def RAISE_VARARGS(self, inst: Instruction) -> None:
         if inst.arg == 0:
             if self.current_exception is None:
-                raise Unsupported("bare raise with no active exception", break_type="user_exception")
+                raise Unsupported("bare raise with no active exception",
+                                  break_type="user_exception")
             raise TracedException(self.current_exception)
         if inst.arg == 2:
             self.pop()  # the cause: "raise X from Y" is caught like "raise X"
@@ -733,14 +771,24 @@ def is_none(value: VariableTracker) -> bool:
     return value.is_constant() and value.as_constant() is None
 
 
-def is_same(left: VariableTracker, right: VariableTracker) -> bool:
+def is_same(tx: InstructionTranslator, left: VariableTracker, right: VariableTracker) -> bool:
     """``left is right`` for trackers; only answered where the answer is certain."""
     if left.is_constant() and right.is_constant():
         return left.as_constant() is right.as_constant()
     if left.is_constant() != right.is_constant():
         return False  # a tracked tensor/object is never identical to a constant
+    if left is right:
+        return True
     if isinstance(left, TensorVariable) and isinstance(right, TensorVariable):
-        return left is right  # inputs are deduplicated by identity; results are fresh
+        return False  # inputs are deduplicated by identity; results are fresh
+    if isinstance(left, UserObjectVariable) and isinstance(right, UserObjectVariable):
+        if left.is_new or right.is_new:
+            return False  # an object made in the frame is a fresh object
+        same = left.value is right.value
+        if left.source is not None and right.source is not None:
+            # The answer holds only while the inputs keep (not) being one object.
+            (tx.guards.same_object if same else tx.guards.not_aliased)(left.source, right.source)
+        return same
     raise Unsupported(f"identity test between {left!r} and {right!r}")
 
 
@@ -750,8 +798,8 @@ UNSUPPORTED: dict[str, str] = {
     **dict.fromkeys(("DELETE_DEREF", "LOAD_CLASSDEREF", "LOAD_BUILD_CLASS"),
                     "defining classes or deleting cells inside a compiled frame"),
     # Stores that are side effects on objects outside the frame: need the side-effect ledger.
-    **dict.fromkeys(("DELETE_ATTR", "STORE_GLOBAL", "DELETE_GLOBAL",
-                     "DELETE_SUBSCR", "STORE_NAME", "DELETE_NAME", "LOAD_NAME"),
+    **dict.fromkeys(("DELETE_ATTR", "STORE_GLOBAL", "DELETE_GLOBAL", "STORE_NAME",
+                     "DELETE_NAME", "LOAD_NAME"),
                     "a store or delete outside the frame's locals (side effect)"),
     # Exception groups (except*): rare in model code.
     **dict.fromkeys(("CHECK_EG_MATCH", "PREP_RERAISE_STAR"), "except* is not traced"),

@@ -8,18 +8,19 @@ in priority order; the first matching row wins.
 from __future__ import annotations
 
 import builtins
+import functools
 import types
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from graphlift.exc import Unsupported
-from graphlift.sources import ItemSource, Source
+from graphlift.sources import AttrSource, ItemSource, Source
 from graphlift.variables.base import VariableTracker
 from graphlift.variables.builtins import BuiltinVariable
 from graphlift.variables.constant import ConstantVariable, is_constant_value
-from graphlift.variables.containers import ListVariable, TupleVariable
-from graphlift.variables.functions import UserFunctionVariable
+from graphlift.variables.containers import DictVariable, ListVariable, TupleVariable
+from graphlift.variables.functions import PartialVariable, UserFunctionVariable
 from graphlift.variables.objects import ClassVariable, PythonModuleVariable, UserObjectVariable
 from graphlift.variables.tensor import TensorVariable, TorchCallableVariable
 
@@ -74,6 +75,17 @@ class VariableBuilder:
             items = [self.wrap(v, ItemSource(source, i)) for i, v in enumerate(value)]
             kind = ListVariable if type(value) is list else TupleVariable
             return kind(items, source)
+        if type(value) is dict and all(is_constant_value(k) for k in value):
+            guards.type_match(source, value)
+            guards.dict_keys(source, list(value))
+            return DictVariable({k: self.wrap(v, ItemSource(source, k)) for k, v in value.items()},
+                                source)
+        if type(value) is functools.partial:
+            guards.type_match(source, value)
+            fn = self.wrap(value.func, AttrSource(source, "func"))
+            args = self.wrap(value.args, AttrSource(source, "args"))
+            kwargs = self.wrap(value.keywords, AttrSource(source, "keywords"))
+            return PartialVariable(fn, args.unpack(self.tx), dict(kwargs.items), source)
         if isinstance(value, types.ModuleType):
             guards.id_match(source, value)
             return PythonModuleVariable(value, source)

@@ -31,7 +31,11 @@ PURE_BUILTINS = frozenset({
 
 
 def _len(tx, args, kwargs):
+    from graphlift.variables.objects import UserObjectVariable
+
     (obj,) = args
+    if isinstance(obj, UserObjectVariable):
+        return obj.var_getattr(tx, "__len__").call(tx, [], {})
     if isinstance(obj, TensorVariable):
         if obj.fake.dim() == 0:
             raise Unsupported("len() of a 0-d tensor", break_type="user_exception")
@@ -204,7 +208,11 @@ def _all_any(fn: Callable) -> Callable:
 
 
 def _sorted(tx, args, kwargs):
-    items = _items(tx, args[0])
+    return ListVariable(sort_trackers(tx, _items(tx, args[0]), kwargs))
+
+
+def sort_trackers(tx, items: list[VariableTracker], kwargs) -> list[VariableTracker]:
+    """Stable sort of trackers by constant values or by a key function giving constants."""
     key = kwargs.get("key")
     reverse = kwargs.get("reverse", ConstantVariable(False)).as_constant()
     if key is None or (key.is_constant() and key.as_constant() is None):
@@ -214,7 +222,7 @@ def _sorted(tx, args, kwargs):
     else:
         keys = [key.call(tx, [i], {}).as_constant() for i in items]
         order = sorted(range(len(items)), key=lambda i: keys[i], reverse=reverse)
-    return ListVariable([items[i] for i in order])
+    return [items[i] for i in order]
 
 
 def _callable(tx, args, kwargs):
@@ -327,6 +335,14 @@ class BuiltinVariable(VariableTracker):
         if isinstance(self.fn, type):
             return self.fn
         return super().as_constant()
+
+    def var_getattr(self, tx, name):
+        try:
+            value = getattr(self.fn, name)
+        except AttributeError as error:
+            raise Unsupported(f"{self.fn!r} has no attribute {name!r}",
+                              break_type="user_exception") from error
+        return wrap_constant(value) if not callable(value) else BuiltinVariable(value)
 
     def call(self, tx: InstructionTranslator, args, kwargs):
         if isinstance(self.fn, type) and issubclass(self.fn, BaseException):

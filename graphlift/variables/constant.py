@@ -92,4 +92,16 @@ def wrap_constant(value: Any) -> VariableTracker:
         return TupleVariable([wrap_constant(v) for v in value])
     if is_constant_value(value):
         return ConstantVariable(value)
+    if type(value) is list:
+        from graphlift.variables.containers import ListVariable
+
+        return ListVariable([wrap_constant(v) for v in value])
+    if type(value) is dict:
+        from graphlift.variables.containers import DictVariable
+
+        return DictVariable({k: wrap_constant(v) for k, v in value.items()})
+    if type(value) is set:
+        from graphlift.variables.containers import SetVariable
+
+        return SetVariable([wrap_constant(v) for v in value])
     raise Unsupported(f"value of type {type(value).__name__} is not a constant graphlift can fold")

@@ -148,7 +148,8 @@ class ListMethodVariable(VariableTracker):
 
     def call(self, tx, args, kwargs):
         items = self.obj.items
-        if self.name in ("append", "extend", "insert", "pop", "clear", "reverse"):
+        if self.name in ("append", "extend", "insert", "pop", "clear", "reverse", "sort",
+                         "remove"):
             self.obj.check_mutable()
         if self.name == "append":
             items.append(args[0])
@@ -162,7 +163,23 @@ class ListMethodVariable(VariableTracker):
             items.clear()
         elif self.name == "reverse":
             items.reverse()
-        elif self.name in ("index", "count") and self.obj.is_constant():
+        elif self.name == "copy":
+            return ListVariable(list(items))
+        elif self.name == "sort":
+            from graphlift.variables.builtins import sort_trackers
+
+            items[:] = sort_trackers(tx, items, kwargs)
+        elif self.name == "remove":
+            target = args[0].as_constant()
+            for i, item in enumerate(items):
+                if item.is_constant() and item.as_constant() == target:
+                    del items[i]
+                    break
+            else:
+                from graphlift.variables.exceptions import raise_real
+
+                raise raise_real(ValueError("list.remove(x): x not in list"))
+        elif self.name in ("index", "count") and all(i.is_constant() for i in items):
             values = self.obj.as_constant()
             return wrap_constant(getattr(values, self.name)(args[0].as_constant()))
         else:
@@ -265,10 +282,20 @@ class DictVariable(VariableTracker):
     def var_getattr(self, tx, name):
         return DictMethodVariable(self, name)
 
+    def reconstruct(self, codegen: OutputCodegen) -> str:
+        if self.source is not None and not self.mutated:
+            return codegen.source_expr(self.source)
+        body = ", ".join(f"{codegen.constant(k)}: {v.reconstruct(codegen)}"
+                         for k, v in self.items.items())
+        return "{" + body + "}"
+
+    mutated = False
+
     def check_mutable(self) -> None:
         if self.source is not None:
             raise Unsupported(f"mutating the input dict {self.source.name()} "
                               "(needs the side-effect ledger)", break_type="side_effect")
+        self.mutated = True
 
 
 class DictMethodVariable(VariableTracker):
@@ -318,12 +345,6 @@ class DictMethodVariable(VariableTracker):
             return ConstantVariable(None)
         raise Unsupported(f"dict.{name}")
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
-        if self.source is not None:
-            return codegen.source_expr(self.source)
-        body = ", ".join(f"{codegen.constant(k)}: {v.reconstruct(codegen)}"
-                         for k, v in self.items.items())
-        return "{" + body + "}"
 
 
 def _is_structseq(cls: type) -> bool:

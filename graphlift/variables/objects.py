@@ -277,9 +277,16 @@ class UserObjectVariable(VariableTracker):
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
         if not self.is_new:
-            raise Unsupported(f"attribute assignment on {self.source.name() if self.source else self}"
-                              " (needs the side-effect ledger)", break_type="side_effect")
-        if hasattr(type(lookup_class_attr(self.cls, name)), "__set__"):
+            where = self.source.name() if self.source else repr(self)
+            raise Unsupported(f"attribute assignment on {where} (needs the side-effect ledger)",
+                              break_type="side_effect")
+        descriptor = lookup_class_attr(self.cls, name)
+        if isinstance(descriptor, property) and descriptor.fset is not None:
+            from graphlift.variables.functions import UserFunctionVariable
+
+            UserFunctionVariable(descriptor.fset).call(tx, [self, value], {})
+            return
+        if hasattr(type(descriptor), "__set__"):
             raise Unsupported(f"assignment through descriptor {self.cls.__qualname__}.{name}")
         self.attrs[name] = value
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 # Tensor attributes read from the fake tensor as constants while tracing.
 METADATA_ATTRS = frozenset({
     "shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_cpu", "is_sparse",
-    "is_quantized", "is_meta", "layout", "is_leaf", "is_floating_point", "is_complex",
+    "is_quantized", "is_meta", "layout", "is_leaf",
 })
 
 # Tensor attributes that are new tensors: they become graph nodes (getattr on the tensor).
