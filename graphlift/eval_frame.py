@@ -244,9 +244,9 @@ def _reason_lines(reasons: list[str]) -> str:
 
 LIKELY_CAUSES = """Likely causes, each with its fix:
   - a Python scalar (int, float, bool, str) that varies between calls is baked into the graph
-    as a constant: pass it as a tensor, or mark it dynamic.
-  - tensor sizes that vary between calls: use dynamic shapes (compile(..., dynamic=True) or
-    graphlift.mark_dynamic).
+    as a constant: pass it as a tensor (graphlift has no dynamic scalars yet).
+  - tensor sizes that vary between calls: pad or bucket them to a few sizes (graphlift has no
+    dynamic shapes yet, so every size is its own entry).
   - global state that flips between calls (grad mode, autocast, default dtype): pin it around
     the calls.
   - a new function or module object on every call: define it once, outside the loop."""
