@@ -513,7 +513,8 @@ class InstructionTranslator:
             call_torch(self, "call_function", operator.setitem, [obj, index, value], {})
         elif isinstance(obj, ListVariable):
             obj.check_mutable()
-            obj.items[index.as_constant()] = value
+            key = index.as_constant()
+            obj.items[key] = value.unpack(self) if isinstance(key, slice) else value
         elif isinstance(obj, DictVariable) and obj.source is None:
             obj.items[index.as_constant()] = value
         else:

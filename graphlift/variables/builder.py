@@ -35,9 +35,23 @@ def is_torch_module(module: types.ModuleType) -> bool:
     return name == "torch" or name.startswith("torch.")
 
 
+# Kinds of callables that can be a graph node's target (not classes, not module instances).
+_FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType,
+                   types.WrapperDescriptorType, types.MethodWrapperType,
+                   torch._ops.OpOverloadPacket, torch._ops.OpOverload)
+
+
+def is_pure_c_function(value: Any) -> bool:
+    """A C function of math/operator: folded on constants (operator's also run on tensors)."""
+    from graphlift.variables.builtins import PURE_MODULES
+
+    return isinstance(value, types.BuiltinFunctionType) and \
+        getattr(value, "__module__", None) in PURE_MODULES
+
+
 def is_torch_callable(value: Any) -> bool:
     """A function from torch's namespaces (C bindings and Python functions such as F.relu)."""
-    if isinstance(value, type) or not callable(value):
+    if not isinstance(value, _FUNCTION_TYPES):
         return False
     module = getattr(value, "__module__", None) or ""
     return module == "torch" or module.startswith("torch.")
@@ -92,7 +106,7 @@ class VariableBuilder:
         if is_torch_callable(value):
             guards.id_match(source, value)
             return TorchCallableVariable(value, source)
-        if is_builtin(value):
+        if is_builtin(value) or is_pure_c_function(value):
             guards.id_match(source, value)
             return BuiltinVariable(value, source)
         if isinstance(value, types.FunctionType):
@@ -129,7 +143,7 @@ def wrap_unguarded(tx: InstructionTranslator, value: Any) -> VariableTracker:
         return PythonModuleVariable(value)
     if is_torch_callable(value):
         return TorchCallableVariable(value)
-    if is_builtin(value):
+    if is_builtin(value) or is_pure_c_function(value):
         return BuiltinVariable(value)
     if isinstance(value, types.FunctionType):
         return UserFunctionVariable(value)

@@ -264,6 +264,14 @@ def _set(tx, args, kwargs):
     return SetVariable(_items(tx, args[0]) if args else [])
 
 
+def _str(tx, args, kwargs):
+    from graphlift.variables.exceptions import ExceptionVariable
+
+    if len(args) == 1 and isinstance(args[0], ExceptionVariable):
+        return ConstantVariable(str(args[0].as_real()))
+    return fold(str, args, kwargs)
+
+
 def _print(tx, args, kwargs):
     raise Unsupported("print() writes to stdout, which a graph cannot do",
                       break_type="skipped_function",
@@ -300,7 +308,12 @@ BUILTIN_HANDLERS: dict[Any, Callable] = {
     set: _set,
     frozenset: _set,
     print: _print,  # stdout: a graph break
+    str: _str,  # str(exception) inside an except block
 }
+
+
+# C functions of pure modules: folded on constants; operator's functions also work on tensors.
+PURE_MODULES = frozenset({"math", "cmath", "operator", "_operator"})
 
 
 def fold(fn: Callable, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> \
@@ -308,7 +321,13 @@ def fold(fn: Callable, args: list[VariableTracker], kwargs: dict[str, VariableTr
     """Call a pure builtin on constants for real and wrap its result."""
     if not all(a.is_constant() for a in args) or not all(v.is_constant() for v in kwargs.values()):
         raise Unsupported(f"builtin {fn.__name__}() with non-constant arguments")
-    result = fn(*(a.as_constant() for a in args), **{k: v.as_constant() for k, v in kwargs.items()})
+    try:
+        result = fn(*(a.as_constant() for a in args),
+                    **{k: v.as_constant() for k, v in kwargs.items()})
+    except Exception as error:
+        from graphlift.variables.exceptions import raise_real
+
+        raise raise_real(error) from error  # int("a") raises ValueError inside the trace
     if isinstance(result, (zip, enumerate, reversed, type(iter([])))):
         result = tuple(result)
     return wrap_constant(result)
@@ -357,6 +376,11 @@ class BuiltinVariable(VariableTracker):
                 raise Unsupported(f"{self.fn.__name__}() raised {type(error).__name__}: {error}",
                                   break_type="user_exception") from error
         if self.fn in PURE_BUILTINS:
+            return fold(self.fn, args, kwargs)
+        module = getattr(self.fn, "__module__", None)
+        if module in PURE_MODULES:
+            if module.endswith("operator") and any(isinstance(a, TensorVariable) for a in args):
+                return call_torch(tx, "call_function", self.fn, args, kwargs)
             return fold(self.fn, args, kwargs)
         raise Unsupported(f"builtin {self.fn.__name__}() is not supported while tracing",
                           break_type="skipped_function")
