@@ -87,6 +87,11 @@ def exception_handler(code: types.CodeType, offset: int) -> Any:
 _tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def exception_table(code: types.CodeType) -> list:
+    """The parsed 3.11 exception table (cached per code object)."""
+    return _exception_table(code)
+
+
 def _exception_table(code: types.CodeType) -> list:
     table = _tables.get(code)
     if table is None:

@@ -102,6 +102,16 @@ class ExtraState:
         self.run_only = False  # a recompile limit was hit: misses run eagerly
         self.stats = Stats()
         self.breaks: list[GraphBreak] = []
+        self.resume_points: dict[tuple, Any] = {}  # (ResumeKey, options) -> ResumePoint
+
+    def resume_point(self, code: types.CodeType, key: Any, options: Any) -> Any:
+        """The resume function continuing this code at ``key`` (made once, then reused)."""
+        from graphlift.resume import ResumePoint
+
+        point = self.resume_points.get((key, options))
+        if point is None:
+            point = self.resume_points[(key, options)] = ResumePoint(code, key, options)
+        return point
 
     def push_front(self, entry: CacheEntry) -> None:
         self.entries.insert(0, entry)

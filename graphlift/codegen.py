@@ -13,6 +13,7 @@ so that a tensor argument returned as-is is the very same object, as in eager.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +32,9 @@ class OutputCodegen:
         # convert_frame.FrameSignature.
         self.namespace: dict[str, Any] = {}
         self.outputs: list[VariableTracker] = []
+        self.statements: list[str] = []  # temporaries, in the order they were needed
+        self._remembered: dict[int, str] = {}
+        self._building: set[int] = set()
 
     def constant(self, value: Any) -> str:
         """An expression for a constant: a literal when exact, else a name bound to the value."""
@@ -51,15 +55,67 @@ class OutputCodegen:
         self.outputs.append(tensor)
         return f"__gl_out[{len(self.outputs) - 1}]"
 
-    def build(self, params: tuple[str, ...], return_expr: str, graph: Callable | None,
+    def remember(self, tracker: VariableTracker, build: Callable[[OutputCodegen], str]) -> str:
+        """Build a new mutable object once into a temporary, so every use shares one object."""
+        key = id(tracker)
+        if key in self._remembered:
+            return self._remembered[key]
+        if key in self._building:
+            from graphlift.exc import Unsupported
+
+            raise Unsupported("an object that contains itself cannot leave the compiled frame")
+        self._building.add(key)
+        expr = build(self)
+        self._building.discard(key)
+        name = f"__gl_t{len(self._remembered)}"
+        self.statements.append(f"{name} = {expr}")
+        self._remembered[key] = name
+        return name
+
+    def eager_call(self, fn: VariableTracker, args: list[VariableTracker],
+                   kwargs: dict[str, VariableTracker], options: Any) -> str:
+        """A call to run eagerly at a graph break; user functions go through their own cache."""
+        parts = [self.callable_arg(a, options) for a in args]
+        parts += [f"{k}={self.callable_arg(v, options)}" for k, v in kwargs.items()]
+        return f"{self.callable_expr(fn, options)}({', '.join(parts)})"
+
+    def callable_expr(self, fn: VariableTracker, options: Any) -> str:
+        """The callee of an eager call; a user function becomes its compiled wrapper."""
+        from graphlift.variables.functions import UserFunctionVariable, UserMethodVariable
+        from graphlift.variables.tensor import TensorMethodVariable
+
+        if isinstance(fn, UserFunctionVariable):
+            return self.compiled(fn.fn, options)
+        if isinstance(fn, UserMethodVariable) and isinstance(fn.fn, UserFunctionVariable):
+            wrapper = self.compiled(fn.fn.fn, options)
+            return f"{self.constant(functools.partial)}({wrapper}, {fn.obj.reconstruct(self)})"
+        if isinstance(fn, TensorMethodVariable):
+            return f"{fn.tensor.reconstruct(self)}.{fn.name}"
+        return fn.reconstruct(self)
+
+    def callable_arg(self, value: VariableTracker, options: Any) -> str:
+        """An argument of an eager call: user functions passed along are compiled too."""
+        from graphlift.variables.functions import UserFunctionVariable
+
+        if isinstance(value, UserFunctionVariable):
+            return self.compiled(value.fn, options)
+        return value.reconstruct(self)
+
+    def compiled(self, fn: Any, options: Any) -> str:
+        """The graphlift wrapper of a user function (nested frames are compiled, not traced)."""
+        from graphlift.eval_frame import compiled_wrapper
+
+        return self.constant(compiled_wrapper(fn, options))
+
+    def build(self, params: tuple[str, ...], tail: list[str], graph: Callable | None,
               input_sources: list[Source]) -> tuple[Callable, str]:
-        """Write and exec the run function; returns it with its source."""
+        """Write and exec the run function: call the graph, then ``tail`` (which returns)."""
         lines = [f"def __gl_run({', '.join(params)}):"]
         if graph is not None:
             self.namespace["__gl_graph"] = graph
             call_args = ", ".join(s.expr() for s in input_sources)
             lines.append(f"    __gl_out = __gl_graph({call_args})")
-        lines.append(f"    return {return_expr}")
+        lines.extend(f"    {statement}" for statement in tail)
         source = "\n".join(lines) + "\n"
         exec(compile(source, "<graphlift run>", "exec"), self.namespace)  # noqa: S102
         return self.namespace["__gl_run"], source

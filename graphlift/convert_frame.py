@@ -26,6 +26,7 @@ from graphlift.exc import Unsupported
 from graphlift.graph_break import GraphBreak, report
 from graphlift.guards import GuardBuilder
 from graphlift.output_graph import OutputGraph
+from graphlift.resume import break_tail, resumable_break
 from graphlift.sources import FN_NAME, GLOBALS_NAME
 from graphlift.translator import InstructionTranslator, TranslationError
 
@@ -87,52 +88,98 @@ class FrameSignature:
 
 def convert_frame(fn: types.FunctionType, state: ExtraState, args: tuple,
                   options: CompileOptions) -> CacheEntry:
-    """Translate ``fn`` for ``args`` (function, its globals, then the bound arguments)."""
+    """Translate ``fn`` for ``args`` (function, its globals, then the bound arguments).
+
+    A first trace that meets something unsupported is retried once, stopping just before the
+    offending instruction of the frame: the graph captured until there is compiled, the
+    instruction runs eagerly and a resume function carries on (see :mod:`graphlift.resume`).
+    Where the frame cannot be split there, the whole frame runs eagerly.
+    """
     signature = FrameSignature.of(fn.__code__)
     compile_id = state.next_compile_id()
     state.stats.compiles += 1
     if logs.enabled("bytecode"):
         logs.emit("bytecode", f"ORIGINAL BYTECODE {fn.__qualname__} {state.location}\n"
                   f"{bytecode.dump(fn.__code__)}")
-    output = OutputGraph()
-    guards = GuardBuilder()
-    codegen = OutputCodegen()
-    start = time.perf_counter()
-    grad_mode = torch.is_grad_enabled()
+    attempt = _Attempt(fn, state, args, options, signature, compile_id)
     try:
-        tracer = InstructionTranslator(fn, dict(zip(signature.arg_names, args[2:])), output,
-                                       guards)
-        return_expr = tracer.run().reconstruct(codegen)
+        return attempt.compile(break_at=None)
     except Unsupported as error:
-        state.stats.translate_seconds += time.perf_counter() - start
         if options.fullgraph:
             raise
-        return _eager_entry(fn, state, signature, guards, compile_id, options, error)
+        reason = resumable_break(fn.__code__, error)
+        if reason is None:
+            try:
+                return attempt.compile(break_at=error.root_offset, error=error)
+            except Unsupported as second:
+                error, reason = second, "a second break before the first one"
+        outcome = f"the whole frame runs eagerly ({reason})"
+        return _eager_entry(fn, state, signature, attempt.guards, compile_id, options, error,
+                            outcome)
     except TranslationError as error:
-        state.stats.translate_seconds += time.perf_counter() - start
         if options.fullgraph or not config.suppress_errors:
             raise
         unsupported = Unsupported(f"graphlift failed internally (suppress_errors=True): {error}")
-        return _eager_entry(fn, state, signature, guards, compile_id, options, unsupported)
-    finally:
-        torch._C._set_grad_enabled(grad_mode)  # tracing follows the frame's grad-mode switches
-    output.finish([tensor.node for tensor in codegen.outputs])
-    has_graph = output.op_count > 0
-    if has_graph:
-        guards.global_state()
-        _guard_mutated_inputs(output, guards)
-    compiled_guards = guards.compile(signature.params)
-    state.stats.translate_seconds += time.perf_counter() - start
-    graph_module = graph_callable = None
-    if has_graph:
-        name = f"GraphModule_{compile_id.replace('/', '_')}"
-        graph_module, graph_callable, seconds = output.compile(options.backend, name)
-        state.stats.backend_seconds += seconds
-        state.stats.graphs += 1
-    run, run_source = codegen.build(signature.params, return_expr, graph_callable,
-                                    [graph_input.source for graph_input in output.inputs])
-    _log_guards(fn, compile_id, compiled_guards.source, compiled_guards.texts())
-    return CacheEntry(compile_id, options, compiled_guards, run, run_source, graph_module)
+        return _eager_entry(fn, state, signature, attempt.guards, compile_id, options,
+                            unsupported, "the whole frame runs eagerly")
+
+
+class _Attempt:
+    """One trace of the frame, to the end or to a graph break, made into a cache entry."""
+
+    def __init__(self, fn: types.FunctionType, state: ExtraState, args: tuple,
+                 options: CompileOptions, signature: FrameSignature, compile_id: str) -> None:
+        self.fn, self.state, self.args, self.options = fn, state, args, options
+        self.signature, self.compile_id = signature, compile_id
+        self.guards = GuardBuilder()
+
+    def compile(self, break_at: int | None, error: Unsupported | None = None) -> CacheEntry:
+        fn, state, signature = self.fn, self.state, self.signature
+        output = OutputGraph()
+        self.guards = guards = GuardBuilder()
+        codegen = OutputCodegen()
+        start = time.perf_counter()
+        grad_mode = torch.is_grad_enabled()
+        try:
+            tracer = InstructionTranslator(fn, dict(zip(signature.arg_names, self.args[2:])),
+                                           output, guards, break_at)
+            result = tracer.run()
+            if tracer.break_state is None:
+                tail = [f"return {result.reconstruct(codegen)}"]
+            else:
+                tail = break_tail(tracer, codegen, state, self.options)
+            replay = output.side_effects.replay(codegen)
+        finally:
+            torch._C._set_grad_enabled(grad_mode)  # tracing follows the frame's grad switches
+            state.stats.translate_seconds += time.perf_counter() - start
+        if error is not None:
+            _record_break(fn, state, error)
+        output.finish([tensor.node for tensor in codegen.outputs])
+        has_graph = output.op_count > 0
+        if has_graph:
+            guards.global_state()
+            _guard_mutated_inputs(output, guards)
+        compiled_guards = guards.compile(signature.params)
+        graph_module = graph_callable = None
+        if has_graph:
+            name = f"GraphModule_{self.compile_id.replace('/', '_')}"
+            graph_module, graph_callable, seconds = output.compile(self.options.backend, name)
+            state.stats.backend_seconds += seconds
+            state.stats.graphs += 1
+        body = [*codegen.statements, *replay, *tail]
+        run, run_source = codegen.build(signature.params, body, graph_callable,
+                                        [graph_input.source for graph_input in output.inputs])
+        _log_guards(fn, self.compile_id, compiled_guards.source, compiled_guards.texts())
+        return CacheEntry(self.compile_id, self.options, compiled_guards, run, run_source,
+                          graph_module)
+
+
+def _record_break(fn: types.FunctionType, state: ExtraState, error: Unsupported) -> None:
+    outcome = "the graph before it runs, the instruction runs eagerly, a resume function continues"
+    record = GraphBreak.from_unsupported(error, outcome)
+    state.breaks.append(record)
+    state.stats.graph_breaks += 1
+    report(record, fn.__qualname__)
 
 
 def _guard_mutated_inputs(output: OutputGraph, guards: GuardBuilder) -> None:
@@ -146,9 +193,9 @@ def _guard_mutated_inputs(output: OutputGraph, guards: GuardBuilder) -> None:
 
 def _eager_entry(fn: types.FunctionType, state: ExtraState, signature: FrameSignature,
                  guards: GuardBuilder, compile_id: str, options: CompileOptions,
-                 error: Unsupported) -> CacheEntry:
+                 error: Unsupported, outcome: str) -> CacheEntry:
     """An entry that runs the original function, under the guards that led to the break."""
-    record = GraphBreak.from_unsupported(error)
+    record = GraphBreak.from_unsupported(error, outcome)
     state.breaks.append(record)
     state.stats.graph_breaks += 1
     state.stats.eager_frames += 1

@@ -26,6 +26,7 @@ import builtins
 import functools
 import time
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -94,6 +95,22 @@ def _compile_module(module: torch.nn.Module, options: CompileOptions) -> torch.n
             return getattr(self._orig_mod, name)
 
     return OptimizedModule()
+
+
+_nested_wrappers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def compiled_wrapper(fn: types.FunctionType, options: CompileOptions) -> Callable:
+    """The wrapper that compiles ``fn`` when a compiled frame calls it eagerly (after a break).
+
+    This is what a frame-evaluation hook would do: user code reached from a compiled function is
+    compiled too, with the same options. One wrapper per function and options.
+    """
+    per_options = _nested_wrappers.setdefault(fn, {})
+    wrapper = per_options.get(options)
+    if wrapper is None:
+        wrapper = per_options[options] = make_wrapper(fn, options)
+    return wrapper
 
 
 def make_wrapper(fn: types.FunctionType, options: CompileOptions) -> Callable:

@@ -29,6 +29,9 @@ class Unsupported(GraphliftError):
         self.hints = hints
         self.location = location
         self.source_line = source_line
+        # Offset of the compiled frame's instruction that was running (the call site, for a
+        # break inside an inlined function): where a graph break would split the frame.
+        self.root_offset: int | None = None
 
     def __str__(self) -> str:
         lines = [f"{self.break_type}: {self.explanation}"]

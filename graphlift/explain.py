@@ -8,7 +8,7 @@ from typing import Any
 
 import torch.fx
 
-from graphlift import cache
+from graphlift import cache, graph_break
 from graphlift.eval_frame import _code_of, compile
 from graphlift.graph_break import GraphBreak
 from graphlift.testing import count_ops
@@ -59,11 +59,12 @@ def explain(fn: Callable) -> Callable[..., ExplainOutput]:
             return gm.forward
 
         state.clear()
+        # Breaks in resume functions and in user functions compiled on their own count too.
+        graph_break.listeners.append(result.break_reasons.append)
         try:
             compile(fn, backend=recording_backend)(*args, **kwargs)
             result.graph_count = len(result.graphs)
-            result.break_reasons = list(state.breaks)
-            result.graph_break_count = len(state.breaks)
+            result.graph_break_count = len(result.break_reasons)
             result.op_count = sum(count_ops(gm) for gm in result.graphs)
             result.ops_per_graph = [[_op_name(n) for n in gm.graph.nodes
                                      if n.op.startswith("call")] for gm in result.graphs]
@@ -71,6 +72,7 @@ def explain(fn: Callable) -> Callable[..., ExplainOutput]:
                 result.compile_ids.append(entry.compile_id)
                 result.guards.extend(entry.guards)
         finally:
+            graph_break.listeners.remove(result.break_reasons.append)
             state.clear()
         return result
 

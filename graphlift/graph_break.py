@@ -1,7 +1,8 @@
 """Graph breaks as structured records, shared by logs, ``explain()``, stats and the doctor.
 
-Until resume functions land, a break makes the whole frame run eagerly; the record still says
-where and why, so the report a user reads is the same one they will read later.
+A break either splits the frame (the graph so far runs, the instruction runs eagerly, a resume
+function continues) or, where the frame cannot be split there, makes the whole frame run eagerly;
+``outcome`` says which.
 """
 
 from __future__ import annotations
@@ -38,9 +39,12 @@ class GraphBreak:
     explanation: str
     hints: tuple[str, ...] = ()
     user_stack: tuple[str, ...] = field(default=())
+    # What graphlift did: split the frame and resumed after the instruction, or ran it eagerly.
+    outcome: str = "the whole frame runs eagerly"
 
     @classmethod
-    def from_unsupported(cls, error: Unsupported) -> GraphBreak:
+    def from_unsupported(cls, error: Unsupported,
+                         outcome: str = "the whole frame runs eagerly") -> GraphBreak:
         try:
             break_type = BreakType(error.break_type)
         except ValueError:
@@ -49,7 +53,7 @@ class GraphBreak:
         if error.location and error.source_line:
             stack = (*stack, f"    {error.source_line}")
         return cls(break_type, error.location, error.source_line, error.explanation,
-                   tuple(error.hints), stack)
+                   tuple(error.hints), stack, outcome)
 
     def log_text(self, function_name: str) -> str:
         lines = [
@@ -57,8 +61,7 @@ class GraphBreak:
             f"Graph Break Reason: {self.break_type.value}: {self.explanation}",
         ]
         lines.extend(f"  Hint: {hint}" for hint in self.hints)
-        lines.append(f"The whole frame of {function_name} runs eagerly "
-                     "(graphlift does not generate resume functions yet).")
+        lines.append(f"In {function_name}: {self.outcome}.")
         if self.user_stack:
             lines.append("User code traceback:")
             lines.extend(self.user_stack)
@@ -69,7 +72,13 @@ class GraphBreak:
         return f"{self.break_type.value}{where}: {self.explanation}"
 
 
+# Callbacks told about every break while they are registered (explain() collects through this).
+listeners: list = []
+
+
 def report(record: GraphBreak, function_name: str) -> None:
-    """Log a break under the ``graph_breaks`` artifact."""
+    """Log a break under the ``graph_breaks`` artifact and tell the listeners."""
+    for listener in listeners:
+        listener(record)
     if logs.enabled("graph_breaks"):
         logs.emit("graph_breaks", record.log_text(function_name))

@@ -279,13 +279,17 @@ def _reachable_by_import(value: Any) -> bool:
     """Whether ``value`` is a module in ``sys.modules`` or a module-level object of one."""
     if isinstance(value, types.ModuleType):
         return sys.modules.get(value.__name__) is value
-    module = sys.modules.get(getattr(value, "__module__", None) or "")
+    module_name = getattr(value, "__module__", None)
     qualname = getattr(value, "__qualname__", None)
+    module = sys.modules.get(module_name) if isinstance(module_name, str) else None
     if module is None or not isinstance(qualname, str):
         return False
     found: Any = module
-    for part in qualname.split("."):
-        found = getattr(found, part, None)
+    try:  # a lazy module's __getattr__ may raise anything; then hold the value weakly
+        for part in qualname.split("."):
+            found = getattr(found, part, None)
+    except Exception:
+        return False
     return found is value
 
 

@@ -21,6 +21,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from graphlift import logs
 from graphlift.backends import call_graph_callable, lookup_backend
 from graphlift.exc import BackendCompilerFailed
+from graphlift.side_effects import SideEffects
 from graphlift.sources import Source, placeholder_name
 
 
@@ -43,6 +44,7 @@ class OutputGraph:
         self.inputs: list[GraphInput] = []
         self._input_by_id: dict[int, GraphInput] = {}
         self.mutated_inputs: set[int] = set()  # indexes into self.inputs
+        self.side_effects = SideEffects()
 
     # -- inputs --------------------------------------------------------------------------------
     def input_for(self, value: torch.Tensor) -> GraphInput | None:

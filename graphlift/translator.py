@@ -16,6 +16,7 @@ from __future__ import annotations
 import linecache
 import operator
 import types
+from dataclasses import dataclass
 from typing import Any
 
 from graphlift import bytecode
@@ -93,6 +94,16 @@ class IteratorVariable(VariableTracker):
         return rest
 
 
+@dataclass
+class BreakState:
+    """Where the root frame stopped for a graph break, and what was live there."""
+
+    inst: Instruction  # the instruction that will run eagerly
+    stack: list[VariableTracker]
+    symbolic_locals: dict[str, VariableTracker]
+    kw_names: tuple[str, ...]
+
+
 class InstructionTranslator:
     """Runs one frame symbolically. ``run()`` returns the tracker of the frame's return value.
 
@@ -101,9 +112,12 @@ class InstructionTranslator:
     """
 
     depth = 0
+    break_at: int | None = None
 
     def __init__(self, fn: types.FunctionType, arguments: dict[str, Any],
-                 output: OutputGraph, guards: GuardBuilder) -> None:
+                 output: OutputGraph, guards: GuardBuilder, break_at: int | None = None) -> None:
+        self.break_at = break_at  # stop before the instruction at this offset (a graph break)
+        self.break_state: BreakState | None = None
         self.output = output
         self.guards = guards
         self.builder = VariableBuilder(self)
@@ -145,8 +159,14 @@ class InstructionTranslator:
         return result
 
     # -- the loop ------------------------------------------------------------------------------
-    def run(self) -> VariableTracker:
+    def run(self) -> VariableTracker | None:
+        """Trace to the return (its tracker) or to ``break_at`` (None; see ``break_state``)."""
         while self.return_value is None:
+            if self.ip < len(self.instructions) and \
+                    self.instructions[self.ip].offset == self.break_at:
+                self.break_state = BreakState(self.instructions[self.ip], list(self.stack),
+                                              dict(self.symbolic_locals), self.kw_names)
+                return None
             self.step()
         return self.return_value
 
@@ -168,6 +188,8 @@ class InstructionTranslator:
         except TracedException as error:
             self.unwind(error, inst)
         except Unsupported as error:
+            if self.depth == 0 and error.root_offset is None:
+                error.root_offset = inst.offset
             raise self._located(error) from error.__cause__
         except GraphliftError:
             raise
@@ -288,6 +310,9 @@ class InstructionTranslator:
 
     def load_global(self, name: str) -> VariableTracker:
         globals_dict = self.f_globals
+        stored = self.output.side_effects.pending(self.global_source(name))
+        if stored is not None:
+            return stored
         if name in globals_dict:
             return self.builder.wrap(globals_dict[name], self.global_source(name))
         builtins_dict = globals_dict.get("__builtins__", __builtins__)
@@ -297,6 +322,9 @@ class InstructionTranslator:
             # Builtins are not guarded: shadowing one with a global later is not detected.
             return wrap_unguarded(self, builtins_dict[name])
         raise Unsupported(f"name {name!r} is not defined", break_type="user_exception")
+
+    def STORE_GLOBAL(self, inst: Instruction) -> None:
+        self.output.side_effects.store(self.global_source(inst.argval), self.pop())
 
     def global_source(self, name: str) -> Source:
         if self.globals_source is None:
@@ -327,7 +355,7 @@ class InstructionTranslator:
         self.push(self.cells[inst.argval].load(self, inst.argval))
 
     def STORE_DEREF(self, inst: Instruction) -> None:
-        self.cells[inst.argval].store(self.pop())
+        self.cells[inst.argval].store(self, self.pop())
 
     def LOAD_CLOSURE(self, inst: Instruction) -> None:
         self.push(self.cells[inst.argval])
@@ -434,7 +462,7 @@ class InstructionTranslator:
             VariableTracker:
         """``+``, ``*`` and ``+=`` on tuples and lists of trackers."""
         if op is operator.iadd and isinstance(left, ListVariable):
-            left.check_mutable()
+            left.check_mutable(self)
             left.items.extend(right.unpack(self))
             return left
         if op in (operator.add, operator.iadd) and type(right) is type(left):
@@ -512,7 +540,7 @@ class InstructionTranslator:
         if isinstance(obj, TensorVariable):
             call_torch(self, "call_function", operator.setitem, [obj, index, value], {})
         elif isinstance(obj, ListVariable):
-            obj.check_mutable()
+            obj.check_mutable(self)
             key = index.as_constant()
             obj.items[key] = value.unpack(self) if isinstance(key, slice) else value
         elif isinstance(obj, DictVariable) and obj.source is None:
@@ -524,10 +552,10 @@ class InstructionTranslator:
         index = self.pop()
         obj = self.pop()
         if isinstance(obj, ListVariable):
-            obj.check_mutable()
+            obj.check_mutable(self)
             del obj.items[index.as_constant()]
         elif isinstance(obj, DictVariable):
-            obj.check_mutable()
+            obj.check_mutable(self)
             if index.as_constant() not in obj.items:
                 raise raise_real(KeyError(index.as_constant()))
             del obj.items[index.as_constant()]
@@ -799,7 +827,7 @@ UNSUPPORTED: dict[str, str] = {
     **dict.fromkeys(("DELETE_DEREF", "LOAD_CLASSDEREF", "LOAD_BUILD_CLASS"),
                     "defining classes or deleting cells inside a compiled frame"),
     # Stores that are side effects on objects outside the frame: need the side-effect ledger.
-    **dict.fromkeys(("DELETE_ATTR", "STORE_GLOBAL", "DELETE_GLOBAL", "STORE_NAME",
+    **dict.fromkeys(("DELETE_ATTR", "DELETE_GLOBAL", "STORE_NAME",
                      "DELETE_NAME", "LOAD_NAME"),
                     "a store or delete outside the frame's locals (side effect)"),
     # Exception groups (except*): rare in model code.

@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from graphlift.exc import Unsupported
+from graphlift.resume import GradModeExit
 from graphlift.sources import AttrSource, ItemSource, Source
 from graphlift.variables.base import VariableTracker
 from graphlift.variables.builtins import BuiltinVariable
 from graphlift.variables.constant import ConstantVariable, is_constant_value
 from graphlift.variables.containers import DictVariable, ListVariable, TupleVariable
+from graphlift.variables.exceptions import ContextMethodVariable, GradModeVariable
 from graphlift.variables.functions import PartialVariable, UserFunctionVariable
 from graphlift.variables.objects import ClassVariable, PythonModuleVariable, UserObjectVariable
 from graphlift.variables.tensor import TensorVariable, TorchCallableVariable
@@ -100,6 +102,11 @@ class VariableBuilder:
             args = self.wrap(value.args, AttrSource(source, "args"))
             kwargs = self.wrap(value.keywords, AttrSource(source, "keywords"))
             return PartialVariable(fn, args.unpack(self.tx), dict(kwargs.items), source)
+        if isinstance(value, GradModeExit):
+            # A resume function that starts inside a grad-mode with block.
+            guards.id_match(source, value)
+            manager = GradModeVariable(torch.is_grad_enabled(), previous=value.previous)
+            return ContextMethodVariable(manager, "__exit__")
         if isinstance(value, types.ModuleType):
             guards.id_match(source, value)
             return PythonModuleVariable(value, source)

@@ -61,10 +61,13 @@ class BaseListVariable(VariableTracker):
                               break_type="user_exception") from error
 
     def reconstruct(self, codegen: OutputCodegen) -> str:
-        if self.source is not None and not self.mutated:
-            return codegen.source_expr(self.source)
-        body = ", ".join(i.reconstruct(codegen) for i in self.items)
-        return self._literal(body)
+        if self.source is not None:
+            return codegen.source_expr(self.source)  # mutations are written back by the ledger
+        return codegen.remember(self, self.reconstruct_literal)
+
+    def reconstruct_literal(self, codegen: OutputCodegen) -> str:
+        """A new container with the tracked items."""
+        return self._literal(", ".join(i.reconstruct(codegen) for i in self.items))
 
     mutated = False
 
@@ -116,10 +119,10 @@ class ListVariable(BaseListVariable):
     def var_getattr(self, tx, name):
         return ListMethodVariable(self, name)
 
-    def check_mutable(self) -> None:
+    def check_mutable(self, tx) -> None:
+        """About to mutate: an input list is recorded in the side-effect ledger."""
         if self.source is not None:
-            raise Unsupported(f"mutating the input list {self.source.name()} "
-                              "(needs the side-effect ledger)", break_type="side_effect")
+            tx.output.side_effects.mutate_container(self)
         self.mutated = True
 
 
@@ -150,7 +153,7 @@ class ListMethodVariable(VariableTracker):
         items = self.obj.items
         if self.name in ("append", "extend", "insert", "pop", "clear", "reverse", "sort",
                          "remove"):
-            self.obj.check_mutable()
+            self.obj.check_mutable(tx)
         if self.name == "append":
             items.append(args[0])
         elif self.name == "extend":
@@ -223,7 +226,7 @@ class SetVariable(VariableTracker):
         return SetMethodVariable(self, name)
 
     def reconstruct(self, codegen: OutputCodegen) -> str:
-        return codegen.constant(frozenset(self.items)).join(("set(", ")"))
+        return codegen.remember(self, lambda cg: f"set({cg.constant(frozenset(self.items))})")
 
 
 class SetMethodVariable(VariableTracker):
@@ -283,18 +286,21 @@ class DictVariable(VariableTracker):
         return DictMethodVariable(self, name)
 
     def reconstruct(self, codegen: OutputCodegen) -> str:
-        if self.source is not None and not self.mutated:
-            return codegen.source_expr(self.source)
+        if self.source is not None:
+            return codegen.source_expr(self.source)  # mutations are written back by the ledger
+        return codegen.remember(self, self.reconstruct_literal)
+
+    def reconstruct_literal(self, codegen: OutputCodegen) -> str:
         body = ", ".join(f"{codegen.constant(k)}: {v.reconstruct(codegen)}"
                          for k, v in self.items.items())
         return "{" + body + "}"
 
     mutated = False
 
-    def check_mutable(self) -> None:
+    def check_mutable(self, tx) -> None:
+        """About to mutate: an input dict is recorded in the side-effect ledger."""
         if self.source is not None:
-            raise Unsupported(f"mutating the input dict {self.source.name()} "
-                              "(needs the side-effect ledger)", break_type="side_effect")
+            tx.output.side_effects.mutate_container(self)
         self.mutated = True
 
 
@@ -319,7 +325,7 @@ class DictMethodVariable(VariableTracker):
             return items.get(args[0].as_constant(), default)
         if name == "__contains__":
             return ConstantVariable(args[0].as_constant() in items)
-        self.obj.check_mutable()
+        self.obj.check_mutable(tx)
         if name == "update":
             if args:
                 other = args[0]

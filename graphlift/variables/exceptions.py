@@ -110,6 +110,14 @@ class ContextMethodVariable(VariableTracker):
             return self.manager.enter(tx)
         return self.manager.exit(tx)
 
+    def reconstruct(self, codegen) -> str:
+        """At a graph break inside the block: an exit that restores the mode from before."""
+        from graphlift.resume import GRAD_MODE_EXITS
+
+        if self.name != "__exit__":
+            raise Unsupported("a grad-mode __enter__ cannot leave the compiled frame")
+        return codegen.constant(GRAD_MODE_EXITS[bool(self.manager.previous)])
+
 
 def set_grad_mode(tx: InstructionTranslator, mode: bool) -> None:
     """Switch grad mode for the trace and in the graph (a no-op node is skipped)."""

@@ -53,10 +53,10 @@ class CellVariable(VariableTracker):
                               break_type="user_exception")
         return self.contents
 
-    def store(self, value: VariableTracker) -> None:
+    def store(self, tx: InstructionTranslator, value: VariableTracker) -> None:
         if self.contents_source is not None:
-            raise Unsupported(f"assigning to the closure variable {self.contents_source.name()} "
-                              "(needs the side-effect ledger)", break_type="side_effect")
+            # A cell of a function from the inputs: written back after the graph runs.
+            tx.output.side_effects.store(self.contents_source, value)
         self.contents = value
 
 

@@ -276,10 +276,9 @@ class UserObjectVariable(VariableTracker):
         return tx.builder.wrap(value, AttrSource(self.source, name))
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
-        if not self.is_new:
-            where = self.source.name() if self.source else repr(self)
-            raise Unsupported(f"attribute assignment on {where} (needs the side-effect ledger)",
-                              break_type="side_effect")
+        if not self.is_new and self.source is None:
+            raise Unsupported(f"attribute assignment on {self!r}, which has no source to "
+                              "write it back through", break_type="side_effect")
         descriptor = lookup_class_attr(self.cls, name)
         if isinstance(descriptor, property) and descriptor.fset is not None:
             from graphlift.variables.functions import UserFunctionVariable
@@ -288,6 +287,9 @@ class UserObjectVariable(VariableTracker):
             return
         if hasattr(type(descriptor), "__set__"):
             raise Unsupported(f"assignment through descriptor {self.cls.__qualname__}.{name}")
+        if not self.is_new:
+            # An input object: the ledger writes the attribute back after the graph runs.
+            tx.output.side_effects.store(AttrSource(self.source, name), value)
         self.attrs[name] = value
 
     def call(self, tx, args, kwargs):
@@ -302,6 +304,9 @@ class UserObjectVariable(VariableTracker):
     def reconstruct(self, codegen: OutputCodegen) -> str:
         if not self.is_new:
             return super().reconstruct(codegen)
+        return codegen.remember(self, self._rebuild)
+
+    def _rebuild(self, codegen: OutputCodegen) -> str:
         attrs = ", ".join(f"{name!r}: {value.reconstruct(codegen)}"
                           for name, value in self.attrs.items())
         return f"{codegen.constant(rebuild_object)}({codegen.constant(self.cls)}, {{{attrs}}})"

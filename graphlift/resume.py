@@ -1,0 +1,309 @@
+"""Resume functions: new code objects that continue a frame after a graph break.
+
+When the translator stops at instruction ``I`` of a frame, the compiled entry runs the graph
+captured so far, runs ``I`` eagerly, and then calls a resume function that carries on from the
+next instruction. A resume function is the original code with a prefix::
+
+    COPY_FREE_VARS n          (if the function has free variables)
+    RESUME 0
+    LOAD_FAST __gl_stack0     (one per value that was on the stack)
+    ...
+    JUMP_FORWARD  -> the resume offset in the copied original code
+
+Its parameters are every local of the original frame (in ``co_varnames`` order, so the copied
+bytecode finds them in their old slots) followed by the stack values. Because 3.11 jumps are
+relative, prepending the prefix leaves the copied code's jumps intact; the exception table is
+shifted by the prefix length, the line table gets a "no location" entry for the prefix, and the
+arguments of opcodes that index the cell/free-variable slots move past the new parameters.
+
+Limits (checked by :func:`can_resume`): no cell variables in the frame (cells of locals would need
+to be rebuilt), not a generator, and the resume offset is not inside a loop or a ``try`` block.
+"""
+
+from __future__ import annotations
+
+import dis
+import types
+import weakref
+from dataclasses import dataclass
+
+import torch
+
+from graphlift import bytecode
+
+CO_VARARGS, CO_VARKEYWORDS, CO_GENERATOR_LIKE = 0x04, 0x08, 0x20 | 0x80 | 0x100 | 0x200
+STACK_PREFIX = "__gl_stack"
+
+# Opcodes whose argument indexes the cell/free-variable part of the fast-locals array.
+_DEREF_OPS = frozenset(dis.opmap[name] for name in (
+    "LOAD_DEREF", "STORE_DEREF", "DELETE_DEREF", "LOAD_CLOSURE", "LOAD_CLASSDEREF", "MAKE_CELL"))
+
+
+@dataclass(frozen=True)
+class ResumeKey:
+    """Identifies one resume function of a code object."""
+
+    offset: int  # where execution continues in the original code
+    stack_depth: int  # how many stack values it receives after the locals
+
+
+def why_not_resumable(code: types.CodeType, break_offset: int) -> str | None:
+    """The reason a break at ``break_offset`` cannot resume, or None when it can."""
+    if code.co_cellvars:
+        return "the frame has cell variables (locals captured by inner functions)"
+    if code.co_flags & CO_GENERATOR_LIKE:
+        return "the frame is a generator or coroutine"
+    for start, end in _loop_ranges(code):
+        if start <= break_offset <= end:
+            return "the break is inside a loop"
+    for start, end in _try_ranges(code):
+        if start <= break_offset < end:
+            return "the break is inside a try block"
+    return None
+
+
+def _try_ranges(code: types.CodeType) -> list[tuple[int, int]]:
+    """The extent of each try block: all table ranges that share a non-``with`` handler.
+
+    Nested blocks split a try body into several table entries, so the extent is taken over all
+    entries with the same handler (cleanup handlers, which start with COPY, are skipped).
+    """
+    extents: dict[int, tuple[int, int]] = {}
+    starts = {inst.offset: inst.opname for inst in bytecode.decode(code)}
+    for entry in bytecode.exception_table(code):
+        if starts.get(entry.target) != "PUSH_EXC_INFO" or _is_with_handler(code, entry.target):
+            continue
+        low, high = extents.get(entry.target, (entry.start, entry.end))
+        extents[entry.target] = (min(low, entry.start), max(high, entry.end))
+    return list(extents.values())
+
+
+def _loop_ranges(code: types.CodeType) -> list[tuple[int, int]]:
+    """[target, offset] of every backward jump: the bytecode of each loop body."""
+    return [(inst.argval, inst.offset) for inst in bytecode.decode(code)
+            if inst.opname.startswith(("JUMP_BACKWARD", "POP_JUMP_BACKWARD"))]
+
+
+def _is_with_handler(code: types.CodeType, target: int) -> bool:
+    """A ``with`` block's handler is PUSH_EXC_INFO followed by WITH_EXCEPT_START."""
+    instructions = bytecode.decode(code)
+    for i, inst in enumerate(instructions):
+        if inst.offset == target:
+            following = instructions[i + 1].opname if i + 1 < len(instructions) else ""
+            return inst.opname == "PUSH_EXC_INFO" and following == "WITH_EXCEPT_START"
+    return False
+
+
+def make_resume_code(code: types.CodeType, key: ResumeKey) -> types.CodeType:
+    """Build the resume code object for ``key`` (see the module docstring)."""
+    # Numbered after the existing locals: a resume function's own resume functions stay unique.
+    first = len(code.co_varnames)
+    stack_names = tuple(f"{STACK_PREFIX}{first + i}" for i in range(key.stack_depth))
+    new_varnames = code.co_varnames + stack_names
+    shift = len(stack_names)
+    prefix = bytearray()
+    if code.co_freevars:
+        prefix += bytes((dis.opmap["COPY_FREE_VARS"], len(code.co_freevars)))
+    prefix += bytes((dis.opmap["RESUME"], 0))
+    for i in range(key.stack_depth):
+        prefix += _instruction("LOAD_FAST", len(code.co_varnames) + i)
+    # The jump ends the prefix, so its target is relative to the start of the copied code.
+    prefix += _instruction("JUMP_FORWARD", key.offset // 2)
+    body = _shift_deref_args(code.co_code, shift) if shift else code.co_code
+    prefix_units = len(prefix) // 2
+    return code.replace(
+        co_code=bytes(prefix) + body,
+        co_argcount=len(new_varnames),
+        co_posonlyargcount=0,
+        co_kwonlyargcount=0,
+        co_nlocals=len(new_varnames),
+        co_varnames=new_varnames,
+        co_flags=code.co_flags & ~(CO_VARARGS | CO_VARKEYWORDS),
+        co_name=f"__resume_at_{key.offset}_{code.co_name}",
+        co_qualname=f"__resume_at_{key.offset}_{code.co_qualname}",
+        co_exceptiontable=_shift_exception_table(code, prefix_units),
+        co_linetable=_no_location_entries(prefix_units) + code.co_linetable,
+        co_stacksize=code.co_stacksize + key.stack_depth,
+    )
+
+
+def _instruction(opname: str, arg: int) -> bytes:
+    """One instruction with the EXTENDED_ARG prefixes its argument needs."""
+    out = bytearray()
+    extended = [(arg >> shift) & 0xFF for shift in (24, 16, 8) if arg >> shift]
+    for byte in extended:
+        out += bytes((dis.opmap["EXTENDED_ARG"], byte))
+    out += bytes((dis.opmap[opname], arg & 0xFF))
+    return bytes(out)
+
+
+def _shift_deref_args(co_code: bytes, shift: int) -> bytes:
+    """Move cell/free-variable indexes past ``shift`` new locals (no EXTENDED_ARG growth)."""
+    code = bytearray(co_code)
+    for i in range(0, len(code), 2):
+        if code[i] in _DEREF_OPS:
+            if i >= 2 and code[i - 2] == dis.opmap["EXTENDED_ARG"] or code[i + 1] + shift > 255:
+                raise ValueError("cell index too large to shift in place")
+            code[i + 1] += shift
+    return bytes(code)
+
+
+def _shift_exception_table(code: types.CodeType, units: int) -> bytes:
+    entries = bytecode.exception_table(code)
+    out = bytearray()
+    for entry in entries:
+        start, end, target = entry.start // 2 + units, entry.end // 2 + units, entry.target // 2
+        fields = (start, end - start, target + units, (entry.depth << 1) | int(entry.lasti))
+        for n, value in enumerate(fields):
+            out += _varint(value, first=n == 0)
+    return bytes(out)
+
+
+def _varint(value: int, first: bool) -> bytes:
+    """The exception table's 6-bit varint: high groups first, bit 6 = more follow."""
+    groups = [value & 63]
+    value >>= 6
+    while value:
+        groups.append(value & 63)
+        value >>= 6
+    groups.reverse()
+    out = bytearray(g | 64 for g in groups[:-1]) + bytes((groups[-1],))
+    if first:
+        out[0] |= 128  # marks the start of an entry
+    return bytes(out)
+
+
+def _no_location_entries(units: int) -> bytes:
+    """Line-table entries (code 15: no location) covering ``units`` code units."""
+    out = bytearray()
+    while units > 0:
+        n = min(units, 8)
+        out.append(0x80 | (15 << 3) | (n - 1))
+        units -= n
+    return bytes(out)
+
+
+def resume_function(fn: types.FunctionType, code: types.CodeType) -> types.FunctionType:
+    """A function object for a resume code, with ``fn``'s globals and closure."""
+    return types.FunctionType(code, fn.__globals__, code.co_name, None, fn.__closure__)
+
+
+class ResumePoint:
+    """A resume function of one code object, compiled like any frame, per function object.
+
+    Function objects that share the code (closures) get their own resume function (each needs
+    its own closure), all with the one resume code object, hence one shared cache.
+    """
+
+    def __init__(self, code: types.CodeType, key: ResumeKey, options: object) -> None:
+        self.code = make_resume_code(code, key)
+        self.key = key
+        self.options = options
+        self._wrappers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def __call__(self, fn: types.FunctionType, *args: object) -> object:
+        wrapper = self._wrappers.get(fn)
+        if wrapper is None:
+            from graphlift.eval_frame import make_wrapper
+
+            wrapper = make_wrapper(resume_function(fn, self.code), self.options)
+            self._wrappers[fn] = wrapper
+        return wrapper(*args)
+
+
+class GradModeExit:
+    """The ``__exit__`` of a grad-mode ``with`` block that a resume function continues inside.
+
+    Calling it (normally, or from the with block's exception handler) restores the grad mode
+    that was active before the block.
+    """
+
+    def __init__(self, previous: bool) -> None:
+        self.previous = previous
+
+    def __call__(self, *exc_info: object) -> bool:
+        torch._C._set_grad_enabled(self.previous)
+        return False
+
+    def __repr__(self) -> str:
+        return f"GradModeExit(previous={self.previous})"
+
+
+# Two shared instances, so a resume function's guard on them is an identity check.
+GRAD_MODE_EXITS = {True: GradModeExit(True), False: GradModeExit(False)}
+
+
+# -- the run function's tail at a graph break --------------------------------------------------
+def resumable_break(code: types.CodeType, error: object) -> str | None:
+    """Why the frame cannot be split at the instruction ``error`` happened at (None: it can)."""
+    offset = getattr(error, "root_offset", None)
+    if offset is None:
+        return "no instruction of the frame to split at"
+    inst = next(i for i in bytecode.decode(code) if i.offset == offset)
+    if inst.opname not in SPLITTABLE:
+        return f"{inst.opname} cannot run on its own between two graphs"
+    if inst.opname.startswith("POP_JUMP") and getattr(error, "break_type", "") != \
+            "data_dependent_branch":
+        return "a jump that failed for another reason than a tensor condition"
+    return why_not_resumable(code, offset)
+
+
+# Instructions at which a frame can be split: run eagerly, then resume after them.
+SPLITTABLE = frozenset({
+    "CALL",  # a call graphlift cannot trace: it runs eagerly (user functions compiled on their own)
+    "POP_JUMP_FORWARD_IF_TRUE",  # a branch on a tensor's value: the run function branches
+    "POP_JUMP_FORWARD_IF_FALSE",
+})
+
+
+def break_tail(tracer: object, codegen: object, state: object, options: object) -> list[str]:
+    """Statements after the graph call: the eager instruction, then the resume call."""
+    from graphlift.variables.base import NullVariable
+
+    break_state = tracer.break_state
+    inst = break_state.inst
+    code = tracer.code
+    instructions = bytecode.decode(code)
+    following = instructions[instructions.index(inst) + 1].offset
+    if inst.opname == "CALL":
+        items = break_state.stack[len(break_state.stack) - inst.arg - 2:]
+        below = break_state.stack[:len(break_state.stack) - inst.arg - 2]
+        first, second, *args = items
+        fn, args = (second, args) if isinstance(first, NullVariable) else (first, [second, *args])
+        names = break_state.kw_names
+        kwargs = dict(zip(names, args[len(args) - len(names):])) if names else {}
+        args = args[:len(args) - len(names)]
+        call = codegen.eager_call(fn, args, kwargs, options)
+        resume = _resume_call(tracer, codegen, state, options, following, below, "__gl_r")
+        return [f"__gl_r = {call}", f"return {resume}"]
+    condition, below = break_state.stack[-1], break_state.stack[:-1]
+    jump_when = inst.opname.endswith("IF_TRUE")
+    taken = _resume_call(tracer, codegen, state, options, inst.argval, below, None)
+    not_taken = _resume_call(tracer, codegen, state, options, following, below, None)
+    test = condition.reconstruct(codegen)
+    return [f"if {'' if jump_when else 'not '}{test}:", f"    return {taken}",
+            f"return {not_taken}"]
+
+
+def _resume_call(tracer, codegen, state, options, offset: int, below: list,
+                 result: str | None) -> str:
+    """``__gl_resumeN(__gl_fn, <every local>, <stack values>)``."""
+    depth = len(below) + (result is not None)
+    key = ResumeKey(offset, depth)
+    point = state.resume_point(tracer.code, key, options)
+    values = [_local_expr(tracer, codegen, name) for name in tracer.code.co_varnames]
+    values += [item.reconstruct(codegen) for item in below]
+    if result is not None:
+        values.append(result)
+    from graphlift.sources import FN_NAME
+
+    return f"{codegen.constant(point)}({FN_NAME}, {', '.join(values)})"
+
+
+def _local_expr(tracer, codegen, name: str) -> str:
+    """A local's value at the break: tracked, an argument never read, or unbound (None)."""
+    if name in tracer.break_state.symbolic_locals:
+        return tracer.break_state.symbolic_locals[name].reconstruct(codegen)
+    if name in tracer.unread_arguments:
+        return name  # the run function's own parameter of that name
+    return "None"
