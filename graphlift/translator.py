@@ -543,7 +543,8 @@ class InstructionTranslator:
             obj.check_mutable(self)
             key = index.as_constant()
             obj.items[key] = value.unpack(self) if isinstance(key, slice) else value
-        elif isinstance(obj, DictVariable) and obj.source is None:
+        elif isinstance(obj, DictVariable):
+            obj.check_mutable(self)
             obj.items[index.as_constant()] = value
         else:
             raise Unsupported(f"item assignment on {obj!r}", break_type="side_effect")

@@ -98,9 +98,6 @@ class TensorVariable(VariableTracker):
             return wrap_constant(getattr(self.fake, name))
         if name in TENSOR_ATTRS:
             return call_torch(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
-        if name in DATA_DEPENDENT_METHODS:
-            raise Unsupported(f"Tensor.{name}() {DATA_DEPENDENT_METHODS[name]}",
-                              break_type="data_dependent")
         if callable(getattr(torch.Tensor, name, None)):
             return TensorMethodVariable(self, name)
         raise Unsupported(f"tensor attribute {name!r} is not supported while tracing")
@@ -128,6 +125,10 @@ class TensorMethodVariable(VariableTracker):
         return f"Tensor.{self.name}"
 
     def call(self, tx, args, kwargs):
+        # Refused at the call, not the attribute load, so the frame can split at the call.
+        if self.name in DATA_DEPENDENT_METHODS:
+            raise Unsupported(f"Tensor.{self.name}() {DATA_DEPENDENT_METHODS[self.name]}",
+                              break_type="data_dependent")
         return call_torch(tx, "call_method", self.name, [self.tensor, *args], kwargs)
 
 
