@@ -52,6 +52,9 @@ from graphlift.exc import (  # noqa: E402
     Unsupported,
 )
 from graphlift.explain import ExplainOutput, explain  # noqa: E402
+from graphlift.graph_break import graph_break  # noqa: E402  (the function; the module stays
+
+# importable as ``from graphlift.graph_break import ...``)
 from graphlift.logs import configure_from_env, set_logs  # noqa: E402
 
 configure_from_env()
@@ -71,6 +74,7 @@ __all__ = [
     "compile",
     "config",
     "explain",
+    "graph_break",
     "list_backends",
     "register_backend",
     "reset",

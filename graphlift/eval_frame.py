@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from graphlift import cache, logs
+from graphlift import cache, events, logs
 from graphlift.backends import lookup_backend
 from graphlift.cache import CacheEntry, ExtraState
 from graphlift.config import config
@@ -208,6 +208,7 @@ def _on_miss(fn: types.FunctionType, state: ExtraState, options: CompileOptions,
     if not _under_accumulated_limit(fn, state, options, reasons):
         return run_eagerly(*args)
     entry = convert_frame(fn, state, args, options)
+    events.on_compile(fn, state, entry, reasons)
     state.push_front(entry)
     return entry.run(*args)
 
@@ -272,6 +273,7 @@ LIKELY_CAUSES = """Likely causes, each with its fix:
 def _hit_limit(fn: types.FunctionType, state: ExtraState, options: CompileOptions, which: str,
                limit: int, reasons: list[str]) -> None:
     """Warn once (or raise), then put the code object in run-only mode until reset()."""
+    events.on_limit(fn, state, which, limit, reasons)
     latest = max(state.entries, key=lambda e: int(e.compile_id.split("/")[1]), default=None)
     last_reason = next((r for r, e in zip(reasons, state.entries) if e is latest), "none")
     message = (f"graphlift hit config.{which} ({limit})\n"

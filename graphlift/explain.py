@@ -8,9 +8,9 @@ from typing import Any
 
 import torch.fx
 
-from graphlift import cache, graph_break
+from graphlift import cache
 from graphlift.eval_frame import _code_of, compile
-from graphlift.graph_break import GraphBreak
+from graphlift.graph_break import GraphBreak, listeners
 from graphlift.testing import count_ops
 
 
@@ -60,7 +60,7 @@ def explain(fn: Callable) -> Callable[..., ExplainOutput]:
 
         state.clear()
         # Breaks in resume functions and in user functions compiled on their own count too.
-        graph_break.listeners.append(result.break_reasons.append)
+        listeners.append(result.break_reasons.append)
         try:
             compile(fn, backend=recording_backend)(*args, **kwargs)
             result.graph_count = len(result.graphs)
@@ -72,7 +72,7 @@ def explain(fn: Callable) -> Callable[..., ExplainOutput]:
                 result.compile_ids.append(entry.compile_id)
                 result.guards.extend(entry.guards)
         finally:
-            graph_break.listeners.remove(result.break_reasons.append)
+            listeners.remove(result.break_reasons.append)
             state.clear()
         return result
 

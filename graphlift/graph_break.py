@@ -27,6 +27,38 @@ class BreakType(enum.Enum):
     UNSUPPORTED_OPERATOR = "unsupported_operator"  # an aten op fake tensors cannot run
     TORCH_ERROR = "torch_error"  # a torch op raised while tracing (probably raises eagerly too)
     USER_EXCEPTION = "user_exception"  # the frame raises (NameError, IndexError...) while tracing
+    FORCED = "forced"  # the user called graphlift.graph_break()
+
+
+# What to do about each kind of break: the hint shown when the error carries none of its own.
+DEFAULT_HINTS = {
+    BreakType.UNSUPPORTED: "rewrite the construct, or accept the break; see the README's report",
+    BreakType.UNSUPPORTED_OPCODE: "move this statement out of the compiled function",
+    BreakType.UNSUPPORTED_CALL: "call it outside the compiled function, or allow it in the graph",
+    BreakType.SKIPPED_FUNCTION: "move the call out of the hot path (print, logging, I/O)",
+    BreakType.DATA_DEPENDENT: "keep values as tensors (torch.where instead of .item() and if)",
+    BreakType.DATA_DEPENDENT_BRANCH: "use torch.where, or branch outside the compiled function",
+    BreakType.SIDE_EFFECT: "return the new value instead of mutating outside state",
+    BreakType.UNSUPPORTED_OPERATOR: "this operator has no fake-tensor kernel; call it outside",
+    BreakType.TORCH_ERROR: "run the function eagerly: the same call probably raises there too",
+    BreakType.USER_EXCEPTION: "the frame raises; it runs eagerly so the error is the real one",
+    BreakType.FORCED: "remove graphlift.graph_break() to capture one graph",
+}
+
+
+def default_hints(break_type: str) -> tuple[str, ...]:
+    """The standard hint for a break type (unknown types get none)."""
+    try:
+        return (DEFAULT_HINTS[BreakType(break_type)],)
+    except ValueError:
+        return ()
+
+
+def graph_break() -> None:
+    """Force a graph break here: the graph so far is compiled and a new one starts after it.
+
+    Running eagerly (outside graphlift) it does nothing.
+    """
 
 
 @dataclass(frozen=True)

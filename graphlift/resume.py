@@ -16,8 +16,10 @@ relative, prepending the prefix leaves the copied code's jumps intact; the excep
 shifted by the prefix length, the line table gets a "no location" entry for the prefix, and the
 arguments of opcodes that index the cell/free-variable slots move past the new parameters.
 
-Limits (checked by :func:`can_resume`): no cell variables in the frame (cells of locals would need
-to be rebuilt), not a generator, and the resume offset is not inside a loop or a ``try`` block.
+Cell variables are rebuilt by the prefix (``MAKE_CELL``, and for cells that are not arguments a
+``STORE_DEREF`` from a parameter of their own); a function made inside the frame that still holds
+the old cells cannot be carried over, so such a frame is not split. Other limits (checked by
+:func:`why_not_resumable`): not a generator, and the break is not inside a loop or a ``try``.
 """
 
 from __future__ import annotations
@@ -49,8 +51,6 @@ class ResumeKey:
 
 def why_not_resumable(code: types.CodeType, break_offset: int) -> str | None:
     """The reason a break at ``break_offset`` cannot resume, or None when it can."""
-    if code.co_cellvars:
-        return "the frame has cell variables (locals captured by inner functions)"
     if code.co_flags & CO_GENERATOR_LIKE:
         return "the frame is a generator or coroutine"
     for start, end in _loop_ranges(code):
@@ -94,14 +94,28 @@ def _is_with_handler(code: types.CodeType, target: int) -> bool:
     return False
 
 
+def local_cells(code: types.CodeType) -> tuple[str, ...]:
+    """Cell variables that are not arguments: they get parameters of their own when resuming."""
+    return tuple(name for name in code.co_cellvars if name not in code.co_varnames)
+
+
 def make_resume_code(code: types.CodeType, key: ResumeKey) -> types.CodeType:
     """Build the resume code object for ``key`` (see the module docstring)."""
     # Numbered after the existing locals: a resume function's own resume functions stay unique.
     first = len(code.co_varnames)
     stack_names = tuple(f"{STACK_PREFIX}{first + i}" for i in range(key.stack_depth))
-    new_varnames = code.co_varnames + stack_names
-    shift = len(stack_names)
+    cell_names = tuple(f"__gl_cell_{name}" for name in local_cells(code))
+    new_varnames = code.co_varnames + stack_names + cell_names
+    shift = len(stack_names) + len(cell_names)
     prefix = bytearray()
+    for name in code.co_cellvars:
+        if name in code.co_varnames:  # an argument's cell shares the argument's slot
+            prefix += _instruction("MAKE_CELL", code.co_varnames.index(name))
+        else:
+            slot = len(new_varnames) + local_cells(code).index(name)
+            prefix += _instruction("MAKE_CELL", slot)
+            prefix += _instruction("LOAD_FAST", new_varnames.index(f"__gl_cell_{name}"))
+            prefix += _instruction("STORE_DEREF", slot)
     if code.co_freevars:
         prefix += bytes((dis.opmap["COPY_FREE_VARS"], len(code.co_freevars)))
     prefix += bytes((dis.opmap["RESUME"], 0))
@@ -109,7 +123,7 @@ def make_resume_code(code: types.CodeType, key: ResumeKey) -> types.CodeType:
         prefix += _instruction("LOAD_FAST", len(code.co_varnames) + i)
     # The jump ends the prefix, so its target is relative to the start of the copied code.
     prefix += _instruction("JUMP_FORWARD", key.offset // 2)
-    body = _shift_deref_args(code.co_code, shift) if shift else code.co_code
+    body = _shift_deref_args(code.co_code, len(code.co_varnames), shift)
     prefix_units = len(prefix) // 2
     return code.replace(
         co_code=bytes(prefix) + body,
@@ -137,11 +151,11 @@ def _instruction(opname: str, arg: int) -> bytes:
     return bytes(out)
 
 
-def _shift_deref_args(co_code: bytes, shift: int) -> bytes:
-    """Move cell/free-variable indexes past ``shift`` new locals (no EXTENDED_ARG growth)."""
+def _shift_deref_args(co_code: bytes, nlocals: int, shift: int) -> bytes:
+    """Move indexes of cells past the locals (not arguments' cells) by ``shift`` new locals."""
     code = bytearray(co_code)
     for i in range(0, len(code), 2):
-        if code[i] in _DEREF_OPS:
+        if code[i] in _DEREF_OPS and code[i + 1] >= nlocals:
             if i >= 2 and code[i - 2] == dis.opmap["EXTENDED_ARG"] or code[i + 1] + shift > 255:
                 raise ValueError("cell index too large to shift in place")
             code[i + 1] += shift
@@ -295,13 +309,24 @@ def _resume_call(tracer, codegen, state, options, offset: int, below: list,
     values += [item.reconstruct(codegen) for item in below]
     if result is not None:
         values.append(result)
+    values += [_cell_expr(tracer, codegen, name) for name in local_cells(tracer.code)]
     from graphlift.sources import FN_NAME
 
     return f"{codegen.constant(point)}({FN_NAME}, {', '.join(values)})"
 
 
+def _cell_expr(tracer, codegen, name: str) -> str:
+    """A cell's contents at the break (None while unassigned)."""
+    cell = tracer.cells.get(name)
+    if cell is None or cell.contents is None:
+        return "None"
+    return cell.contents.reconstruct(codegen)
+
+
 def _local_expr(tracer, codegen, name: str) -> str:
     """A local's value at the break: tracked, an argument never read, or unbound (None)."""
+    if name in tracer.code.co_cellvars and name in tracer.cells:
+        return _cell_expr(tracer, codegen, name)  # an argument captured by an inner function
     if name in tracer.break_state.symbolic_locals:
         return tracer.break_state.symbolic_locals[name].reconstruct(codegen)
     if name in tracer.unread_arguments:

@@ -22,6 +22,7 @@ from typing import Any
 from graphlift import bytecode
 from graphlift.bytecode import Instruction
 from graphlift.exc import GraphliftError, Unsupported
+from graphlift.graph_break import default_hints
 from graphlift.guards import GuardBuilder
 from graphlift.output_graph import OutputGraph
 from graphlift.sources import ClosureSource, GlobalSource, ItemSource, LocalSource, Source
@@ -203,6 +204,8 @@ class InstructionTranslator:
         return f"{self.code.co_filename}:{line}"
 
     def _located(self, error: Unsupported) -> Unsupported:
+        if not error.hints:
+            error.hints = default_hints(error.break_type)
         if error.location is None and self.inst is not None:
             error.location = self.location()
             error.source_line = linecache.getline(self.code.co_filename,

@@ -107,6 +107,13 @@ class UserFunctionVariable(BaseUserFunctionVariable):
     def is_constant(self) -> bool:
         return False
 
+    def call(self, tx, args, kwargs):
+        from graphlift.graph_break import graph_break
+
+        if self.fn is graph_break:
+            raise Unsupported("graphlift.graph_break() was called", break_type="forced")
+        return super().call(tx, args, kwargs)
+
     def defaults(self, tx):
         values = self.fn.__defaults__ or ()
         if self.source is None:
