@@ -39,7 +39,7 @@ from graphlift.bytecode import check_python_version
 check_python_version()
 
 # Imports below need 3.11 (the version check above must run first).
-from graphlift import testing  # noqa: E402
+from graphlift import events, testing  # noqa: E402
 from graphlift.backends import list_backends, register_backend  # noqa: E402
 from graphlift.cache import CacheEntry, Stats  # noqa: E402
 from graphlift.config import config  # noqa: E402
@@ -58,6 +58,7 @@ from graphlift.graph_break import graph_break  # noqa: E402  (the function; the 
 from graphlift.logs import configure_from_env, set_logs  # noqa: E402
 
 configure_from_env()
+events.configure_from_env()  # GRAPHLIFT_RECORD: what `graphlift doctor` reads
 
 __version__ = "0.1.0"
 

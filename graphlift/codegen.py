@@ -85,9 +85,9 @@ class OutputCodegen:
         from graphlift.variables.tensor import TensorMethodVariable
 
         if isinstance(fn, UserFunctionVariable):
-            return self.compiled(fn.fn, options)
+            return self.compiled(fn, options)
         if isinstance(fn, UserMethodVariable) and isinstance(fn.fn, UserFunctionVariable):
-            wrapper = self.compiled(fn.fn.fn, options)
+            wrapper = self.compiled(fn.fn, options)
             return f"{self.constant(functools.partial)}({wrapper}, {fn.obj.reconstruct(self)})"
         if isinstance(fn, TensorMethodVariable):
             return f"{fn.tensor.reconstruct(self)}.{fn.name}"
@@ -98,14 +98,20 @@ class OutputCodegen:
         from graphlift.variables.functions import UserFunctionVariable
 
         if isinstance(value, UserFunctionVariable):
-            return self.compiled(value.fn, options)
+            return self.compiled(value, options)
         return value.reconstruct(self)
 
-    def compiled(self, fn: Any, options: Any) -> str:
-        """The graphlift wrapper of a user function (nested frames are compiled, not traced)."""
+    def compiled(self, fn: VariableTracker, options: Any) -> str:
+        """The graphlift wrapper of a user function (nested frames are compiled, not traced).
+
+        Looked up when the entry runs, through the function's source where it has one: a
+        wrapper held by the entry would keep the function, and through its globals maybe the
+        entry's own code object, alive for good (see convert_frame.FrameSignature).
+        """
         from graphlift.eval_frame import compiled_wrapper
 
-        return self.constant(compiled_wrapper(fn, options))
+        function = fn.reconstruct(self)
+        return f"{self.constant(compiled_wrapper)}({function}, {self.constant(options)})"
 
     def build(self, params: tuple[str, ...], tail: list[str], graph: Callable | None,
               input_sources: list[Source]) -> tuple[Callable, str]:

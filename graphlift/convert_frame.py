@@ -31,9 +31,13 @@ from graphlift.sources import FN_NAME, GLOBALS_NAME
 from graphlift.translator import InstructionTranslator, TranslationError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CompileOptions:
-    """What ``graphlift.compile`` was asked for. Make them with :func:`compile_options`."""
+    """What ``graphlift.compile`` was asked for. Make them with :func:`compile_options`.
+
+    Interned, so compared and hashed by identity: a backend need not be hashable (a dataclass
+    instance is not), and the hit path compares with ``is``.
+    """
 
     backend: str | Callable
     fullgraph: bool

@@ -26,7 +26,6 @@ import builtins
 import functools
 import time
 import types
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -97,16 +96,20 @@ def _compile_module(module: torch.nn.Module, options: CompileOptions) -> torch.n
     return OptimizedModule()
 
 
-_nested_wrappers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+NESTED_ATTR = "_graphlift_nested"  # on a function: {options: its wrapper} for nested calls
 
 
 def compiled_wrapper(fn: types.FunctionType, options: CompileOptions) -> Callable:
     """The wrapper that compiles ``fn`` when a compiled frame calls it eagerly (after a break).
 
     This is what a frame-evaluation hook would do: user code reached from a compiled function is
-    compiled too, with the same options. One wrapper per function and options.
+    compiled too, with the same options. One wrapper per function and options, kept on ``fn``
+    itself: a table of them would keep every such function alive, since a wrapper refers to its
+    function (a WeakKeyDictionary never drops a key that its own value refers to).
     """
-    per_options = _nested_wrappers.setdefault(fn, {})
+    per_options = fn.__dict__.get(NESTED_ATTR)
+    if per_options is None:
+        per_options = fn.__dict__[NESTED_ATTR] = {}
     wrapper = per_options.get(options)
     if wrapper is None:
         wrapper = per_options[options] = make_wrapper(fn, options)
@@ -137,6 +140,7 @@ def make_wrapper(fn: types.FunctionType, options: CompileOptions) -> Callable:
     code = builtins.compile(source, f"<graphlift wrapper of {fn.__qualname__}>", "exec")
     exec(code, namespace)  # noqa: S102
     wrapper = functools.wraps(fn)(namespace[_safe_name(fn)])
+    wrapper.__dict__.pop(NESTED_ATTR, None)  # copied from fn.__dict__; it belongs to fn
     setattr(wrapper, WRAPPED_ATTR, fn)
     wrapper._graphlift_source = source
     return wrapper

@@ -57,19 +57,25 @@ class SideEffects:
         return self._pending.get(target)
 
     def replay(self, codegen: OutputCodegen) -> list[str]:
-        """Python statements that make real objects match the traced program's final state."""
-        lines = []
+        """Python statements that make real objects match the traced program's final state.
+
+        Every new value is computed first and only then written: a value may read an input that
+        another write changes (``d.update(y=d["x"])`` reads ``d['x']`` before ``d`` is cleared).
+        """
+        values, writes = [], []
         for container in self.mutated_containers:
+            name = f"__gl_v{len(values)}"
+            values.append(f"{name} = {container.reconstruct_literal(codegen)}")
             target = container.source.expr()
-            literal = container.reconstruct_literal(codegen)
             if container.python_type() is dict:
-                lines.append(f"{target}.clear()")
-                lines.append(f"{target}.update({literal})")
+                writes += [f"{target}.clear()", f"{target}.update({name})"]
             else:
-                lines.append(f"{target}[:] = {literal}")
+                writes.append(f"{target}[:] = {name}")
         for store in self.stores:
-            lines.append(f"{store.target.expr()} = {store.value.reconstruct(codegen)}")
-        return lines
+            name = f"__gl_v{len(values)}"
+            values.append(f"{name} = {store.value.reconstruct(codegen)}")
+            writes.append(f"{store.target.expr()} = {name}")
+        return values + writes
 
 
 def replay_kind(value: Any) -> str:

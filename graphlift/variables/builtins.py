@@ -258,10 +258,13 @@ def _dict(tx, args, kwargs):
     return DictVariable(items)
 
 
-def _set(tx, args, kwargs):
-    from graphlift.variables.containers import SetVariable
+def _set(frozen: bool) -> Callable:
+    def handler(tx, args, kwargs):
+        from graphlift.variables.containers import SetVariable
 
-    return SetVariable(_items(tx, args[0]) if args else [])
+        return SetVariable(_items(tx, args[0]) if args else [], frozen=frozen)
+
+    return handler
 
 
 def _str(tx, args, kwargs):
@@ -305,8 +308,8 @@ BUILTIN_HANDLERS: dict[Any, Callable] = {
     sorted: _sorted,  # constants, or a key function that gives constants
     callable: _callable,
     dict: _dict,
-    set: _set,
-    frozenset: _set,
+    set: _set(frozen=False),
+    frozenset: _set(frozen=True),
     print: _print,  # stdout: a graph break
     str: _str,  # str(exception) inside an except block
 }

@@ -100,8 +100,8 @@ def wrap_constant(value: Any) -> VariableTracker:
         from graphlift.variables.containers import DictVariable
 
         return DictVariable({k: wrap_constant(v) for k, v in value.items()})
-    if type(value) is set:
+    if type(value) in (set, frozenset):
         from graphlift.variables.containers import SetVariable
 
-        return SetVariable([wrap_constant(v) for v in value])
+        return SetVariable([wrap_constant(v) for v in value], frozen=type(value) is frozenset)
     raise Unsupported(f"value of type {type(value).__name__} is not a constant graphlift can fold")

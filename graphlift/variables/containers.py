@@ -193,8 +193,9 @@ class ListMethodVariable(VariableTracker):
 class SetVariable(VariableTracker):
     """A set built in the frame, of constants (tensors hash by identity: not modelled)."""
 
-    def __init__(self, items: list[VariableTracker]) -> None:
+    def __init__(self, items: list[VariableTracker], frozen: bool = False) -> None:
         super().__init__()
+        self.frozen = frozen
         self.items: dict[Any, VariableTracker] = {}
         for item in items:
             self.add(item)
@@ -208,13 +209,13 @@ class SetVariable(VariableTracker):
         return f"{len(self.items)} items"
 
     def python_type(self) -> type:
-        return set
+        return frozenset if self.frozen else set
 
     def is_constant(self) -> bool:
         return True
 
     def as_constant(self) -> Any:
-        return set(self.items)
+        return self.python_type()(self.items)
 
     def truthy(self, tx) -> bool:
         return bool(self.items)
@@ -226,6 +227,8 @@ class SetVariable(VariableTracker):
         return SetMethodVariable(self, name)
 
     def reconstruct(self, codegen: OutputCodegen) -> str:
+        if self.frozen:
+            return codegen.constant(frozenset(self.items))
         return codegen.remember(self, lambda cg: f"set({cg.constant(frozenset(self.items))})")
 
 
@@ -358,7 +361,12 @@ def _is_structseq(cls: type) -> bool:
 
 
 def _structseq_fields(cls: type) -> tuple[str, ...]:
+    """Field names of a C struct sequence (torch.return_types.topk...), in index order."""
     if not _is_structseq(cls):
         return ()
-    return tuple(name for name in dir(cls) if isinstance(getattr(cls, name, None), property)
-                 or type(getattr(cls, name, None)).__name__ == "member_descriptor")
+    probe = cls(tuple(range(cls.n_sequence_fields)))
+    names = [name for name in dir(cls)
+             if type(getattr(cls, name, None)).__name__ == "member_descriptor"]
+    by_index = {getattr(probe, name): name for name in names
+                if isinstance(getattr(probe, name), int)}
+    return tuple(by_index[i] for i in range(cls.n_sequence_fields))
