@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import linecache
 import operator
+import sys
 import types
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,7 @@ from graphlift.output_graph import OutputGraph
 from graphlift.sources import ClosureSource, GlobalSource, ItemSource, LocalSource, Source
 from graphlift.variables.base import NullVariable, VariableTracker
 from graphlift.variables.builder import VariableBuilder, wrap_unguarded
+from graphlift.variables.builtins import isinstance_of
 from graphlift.variables.constant import ConstantVariable, wrap_constant
 from graphlift.variables.containers import (
     BaseListVariable,
@@ -43,7 +45,14 @@ from graphlift.variables.functions import (
     NestedFunctionVariable,
     bind_arguments,
 )
+from graphlift.variables.nn_module import NNModuleVariable
 from graphlift.variables.objects import ClassVariable, UserObjectVariable, lookup_class_attr
+from graphlift.variables.symbolic import (
+    SliceVariable,
+    SymNodeVariable,
+    has_symbol,
+    symbolic_operands,
+)
 from graphlift.variables.tensor import TensorVariable, call_torch
 
 # BINARY_OP's argument indexes this table (CPython's NB_* order); in-place forms follow.
@@ -59,6 +68,10 @@ BINARY_OPS = (
 # Operator names that have a reflected (__radd__) and an in-place (__iadd__) form.
 REFLECTED_NAMES = frozenset({"add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow",
                              "lshift", "rshift", "and", "or", "xor"})
+
+# Builtin classes whose single positional match sub-pattern is the subject itself (PEP 634).
+SELF_MATCHING = frozenset({bool, bytearray, bytes, dict, float, frozenset, int, list, set, str,
+                           tuple})
 
 COMPARE_OPS = {
     "<": operator.lt, "<=": operator.le, "==": operator.eq,
@@ -423,6 +436,14 @@ class InstructionTranslator:
             raise Unsupported(f"attribute assignment on {obj!r}", break_type="side_effect")
         obj.store_attr(self, inst.argval, value)
 
+    def DELETE_ATTR(self, inst: Instruction) -> None:
+        obj = self.pop()
+        if not isinstance(obj, UserObjectVariable) or not obj.is_new:
+            raise Unsupported(f"del of an attribute of {obj!r}", break_type="side_effect")
+        if inst.argval not in obj.attrs:
+            raise raise_real(AttributeError(inst.argval))
+        del obj.attrs[inst.argval]
+
     def RETURN_VALUE(self, inst: Instruction) -> None:
         self.return_value = self.pop()
 
@@ -438,6 +459,10 @@ class InstructionTranslator:
             return call_torch(self, "call_function", op, [left, right], {})
         if isinstance(left, BaseListVariable):
             return self.sequence_op(op, left, right)
+        if symbolic_operands(left, right):  # x.shape[0] * 2: a node computing a SymInt
+            return call_torch(self, "call_function", op, [left, right], {})
+        if isinstance(left, DictVariable) and isinstance(right, DictVariable):
+            return self.dict_op(op, left, right)
         if left.is_constant() and right.is_constant():
             return fold_operator(op, left.as_constant(), right.as_constant())
         result = self.user_dunder(op, left, right)
@@ -474,9 +499,19 @@ class InstructionTranslator:
             return type(left)(left.items * right.as_constant())
         raise Unsupported(f"operator {op.__name__} on {left!r} and {right!r}")
 
+    def dict_op(self, op: Any, left: DictVariable, right: DictVariable) -> VariableTracker:
+        """``a | b`` and ``a |= b`` on dicts of trackers."""
+        if op is operator.or_:
+            return DictVariable({**left.items, **right.items})
+        if op is operator.ior:
+            left.check_mutable(self)
+            left.items.update(right.items)
+            return left
+        raise Unsupported(f"operator {op.__name__} on dicts")
+
     def unary(self, op: Any) -> None:
         value = self.pop()
-        if isinstance(value, TensorVariable):
+        if isinstance(value, (TensorVariable, SymNodeVariable)):
             self.push(call_torch(self, "call_function", op, [value], {}))
         else:
             self.push(fold_operator(op, value.as_constant()))
@@ -497,7 +532,8 @@ class InstructionTranslator:
         right = self.pop()
         left = self.pop()
         op = COMPARE_OPS[inst.argval]
-        if isinstance(left, TensorVariable) or isinstance(right, TensorVariable):
+        if isinstance(left, TensorVariable) or isinstance(right, TensorVariable) or \
+                symbolic_operands(left, right):
             self.push(call_torch(self, "call_function", op, [left, right], {}))
         elif left.is_constant() and right.is_constant():
             self.push(fold_operator(op, left.as_constant(), right.as_constant()))
@@ -529,7 +565,7 @@ class InstructionTranslator:
         obj = self.pop()
         if isinstance(obj, TensorVariable):
             self.push(call_torch(self, "call_function", operator.getitem, [obj, index], {}))
-        elif isinstance(obj, (BaseListVariable, DictVariable)):
+        elif isinstance(obj, (BaseListVariable, DictVariable, NNModuleVariable)):
             self.push(obj.getitem(self, index))
         elif obj.is_constant() and index.is_constant():
             self.push(fold_operator(operator.getitem, obj.as_constant(), index.as_constant()))
@@ -568,6 +604,9 @@ class InstructionTranslator:
 
     def BUILD_SLICE(self, inst: Instruction) -> None:
         parts = self.popn(inst.arg)
+        if has_symbol(parts):
+            self.push(SliceVariable(parts))  # x[:n] with a symbolic n
+            return
         if not all(p.is_constant() for p in parts):
             raise Unsupported("slice with bounds that are not constants")
         self.push(ConstantVariable(slice(*(p.as_constant() for p in parts))))
@@ -705,6 +744,73 @@ class InstructionTranslator:
         self.push(exit_fn.call(self, [ClassVariable(exception.python_type()), exception,
                                       ConstantVariable(None)], {}))
 
+    # -- pattern matching (match statements) -----------------------------------------------------
+    def GET_LEN(self, inst: Instruction) -> None:
+        self.push(ConstantVariable(len(self.peek().unpack(self))))
+
+    def MATCH_MAPPING(self, inst: Instruction) -> None:
+        self.push(ConstantVariable(isinstance(self.peek(), DictVariable)))
+
+    def MATCH_SEQUENCE(self, inst: Instruction) -> None:
+        subject = self.peek()
+        is_sequence = isinstance(subject, BaseListVariable) or (
+            subject.is_constant() and isinstance(subject.as_constant(), (tuple, range)))
+        self.push(ConstantVariable(is_sequence))
+
+    def MATCH_KEYS(self, inst: Instruction) -> None:
+        keys = self.peek().as_constant()
+        subject = self.peek(2)
+        if all(key in subject.items for key in keys):
+            self.push(TupleVariable([subject.items[key] for key in keys]))
+        else:
+            self.push(ConstantVariable(None))
+
+    def MATCH_CLASS(self, inst: Instruction) -> None:
+        names = self.pop().as_constant()
+        cls = self.pop().as_constant()
+        subject = self.pop()
+        if not isinstance_of(subject.python_type(), cls):
+            self.push(ConstantVariable(None))
+            return
+        positional = getattr(cls, "__match_args__", ())
+        if inst.arg > len(positional) and not (inst.arg == 1 and cls in SELF_MATCHING):
+            raise raise_real(TypeError(f"{cls.__name__}() accepts {len(positional)} "
+                                       f"positional sub-patterns ({inst.arg} given)"))
+        if inst.arg == 1 and cls in SELF_MATCHING:
+            attributes = [subject]
+        else:
+            attributes = [subject.var_getattr(self, name) for name in positional[:inst.arg]]
+        attributes += [subject.var_getattr(self, name) for name in names]
+        self.push(TupleVariable(attributes))
+
+    # -- imports (of modules that are already imported) -------------------------------------------
+    def IMPORT_NAME(self, inst: Instruction) -> None:
+        fromlist = self.pop().as_constant()
+        level = self.pop().as_constant()
+        name = inst.argval
+        if level != 0 or name not in sys.modules:
+            raise Unsupported(f"import of {name!r}, which is not imported yet (importing runs "
+                              "module code)", break_type="unsupported_opcode")
+        module = sys.modules[name if fromlist else name.partition(".")[0]]
+        self.push(wrap_unguarded(self, module))
+
+    def IMPORT_FROM(self, inst: Instruction) -> None:
+        self.push(self.peek().var_getattr(self, inst.argval))
+
+    # -- generators delegating (yield from) -------------------------------------------------------
+    def GET_YIELD_FROM_ITER(self, inst: Instruction) -> None:
+        self.GET_ITER(inst)
+
+    def SEND(self, inst: Instruction) -> None:
+        self.pop()  # the value sent in: inlined generators are driven by next(), which sends None
+        item = self.peek().next_item()
+        if item is None:
+            self.pop()
+            self.push(ConstantVariable(None))  # the delegate's return value
+            self.jump(inst)
+        else:
+            self.push(item)
+
     # -- control flow --------------------------------------------------------------------------
     def JUMP_FORWARD(self, inst: Instruction) -> None:
         self.jump(inst)
@@ -806,23 +912,31 @@ def is_none(value: VariableTracker) -> bool:
 
 def is_same(tx: InstructionTranslator, left: VariableTracker, right: VariableTracker) -> bool:
     """``left is right`` for trackers; only answered where the answer is certain."""
-    if left.is_constant() and right.is_constant():
-        return left.as_constant() is right.as_constant()
-    if left.is_constant() != right.is_constant():
-        return False  # a tracked tensor/object is never identical to a constant
     if left is right:
         return True
+    real_left = getattr(left, "real_object", _NO_OBJECT)
+    real_right = getattr(right, "real_object", _NO_OBJECT)
+    if real_left is not _NO_OBJECT and real_right is not _NO_OBJECT:
+        # Two inputs: the answer holds only while they keep (not) being one object.
+        same = real_left is real_right
+        (tx.guards.same_object if same else tx.guards.not_aliased)(left.source, right.source)
+        return same
+    if isinstance(left, MUTABLE_TRACKERS) or isinstance(right, MUTABLE_TRACKERS):
+        return False  # distinct trackers of which one was made in the frame: distinct objects
+    if isinstance(left, ConstantVariable) and isinstance(right, ConstantVariable):
+        return left.value is right.value
+    if left.is_constant() and right.is_constant():
+        return left.as_constant() is right.as_constant()  # classes, builtins
+    if left.is_constant() != right.is_constant():
+        return False  # a tracked tensor/object is never identical to a constant
     if isinstance(left, TensorVariable) and isinstance(right, TensorVariable):
         return False  # inputs are deduplicated by identity; results are fresh
-    if isinstance(left, UserObjectVariable) and isinstance(right, UserObjectVariable):
-        if left.is_new or right.is_new:
-            return False  # an object made in the frame is a fresh object
-        same = left.value is right.value
-        if left.source is not None and right.source is not None:
-            # The answer holds only while the inputs keep (not) being one object.
-            (tx.guards.same_object if same else tx.guards.not_aliased)(left.source, right.source)
-        return same
     raise Unsupported(f"identity test between {left!r} and {right!r}")
+
+
+_NO_OBJECT = object()
+# Trackers of objects with identity: lists, dicts, sets and user objects.
+MUTABLE_TRACKERS = (ListVariable, DictVariable, SetVariable, UserObjectVariable, TensorVariable)
 
 
 # Opcodes refused, grouped by why. Each one makes the frame fall back (or raise under fullgraph).
@@ -831,21 +945,18 @@ UNSUPPORTED: dict[str, str] = {
     **dict.fromkeys(("DELETE_DEREF", "LOAD_CLASSDEREF", "LOAD_BUILD_CLASS"),
                     "defining classes or deleting cells inside a compiled frame"),
     # Stores that are side effects on objects outside the frame: need the side-effect ledger.
-    **dict.fromkeys(("DELETE_ATTR", "DELETE_GLOBAL", "STORE_NAME",
+    **dict.fromkeys(("DELETE_GLOBAL", "STORE_NAME",
                      "DELETE_NAME", "LOAD_NAME"),
                     "a store or delete outside the frame's locals (side effect)"),
     # Exception groups (except*): rare in model code.
     **dict.fromkeys(("CHECK_EG_MATCH", "PREP_RERAISE_STAR"), "except* is not traced"),
     # Generators, coroutines and async code: their frames outlive one call.
-    **dict.fromkeys(("SEND", "ASYNC_GEN_WRAP",
+    **dict.fromkeys(("ASYNC_GEN_WRAP",
                      "GET_AWAITABLE", "GET_AITER", "GET_ANEXT", "END_ASYNC_FOR",
-                     "BEFORE_ASYNC_WITH", "GET_YIELD_FROM_ITER"),
-                    "yield from, coroutines and async code are not traced"),
-    # Structural pattern matching beyond constants: class, mapping and sequence patterns.
-    **dict.fromkeys(("MATCH_CLASS", "MATCH_MAPPING", "MATCH_SEQUENCE", "MATCH_KEYS", "GET_LEN"),
-                    "match statements with class, mapping or sequence patterns"),
+                     "BEFORE_ASYNC_WITH"),
+                    "coroutines and async code are not traced"),
     # Module-level and interpreter-level operations that never make sense inside a graph.
-    **dict.fromkeys(("IMPORT_NAME", "IMPORT_FROM", "IMPORT_STAR", "SETUP_ANNOTATIONS",
+    **dict.fromkeys(("IMPORT_STAR", "SETUP_ANNOTATIONS",
                      "PRINT_EXPR"),
                     "imports and module-level statements run eagerly"),
 }

@@ -17,6 +17,7 @@ from graphlift.exc import Unsupported
 from graphlift.variables.base import VariableTracker
 from graphlift.variables.constant import ConstantVariable, wrap_constant
 from graphlift.variables.containers import ListVariable, TupleVariable
+from graphlift.variables.symbolic import int_of, size_variable
 from graphlift.variables.tensor import TensorVariable, call_torch
 
 if TYPE_CHECKING:
@@ -39,8 +40,12 @@ def _len(tx, args, kwargs):
     if isinstance(obj, TensorVariable):
         if obj.fake.dim() == 0:
             raise Unsupported("len() of a 0-d tensor", break_type="user_exception")
-        return ConstantVariable(obj.fake.shape[0])
+        return size_variable(tx, obj, 0)  # symbolic when dimension 0 is dynamic
     return ConstantVariable(len(obj.unpack(tx)))
+
+
+def _int(tx, args, kwargs):
+    return int_of(tx, args, kwargs) or fold(int, args, kwargs)
 
 
 def _isinstance(tx, args, kwargs):
@@ -83,21 +88,40 @@ def _sequence(container: type) -> Callable:
 
 def _getattr(tx, args, kwargs):
     obj, name = args[0], args[1].as_constant()
-    try:
-        return obj.var_getattr(tx, name)
-    except Unsupported:
-        if len(args) == 3 and obj.is_constant() and not hasattr(obj.as_constant(), name):
-            return args[2]
-        raise
+    if len(args) == 3 and not _hasattr(tx, args[:2], {}).as_constant():
+        return args[2]
+    return obj.var_getattr(tx, name)
 
 
 def _hasattr(tx, args, kwargs):
+    from graphlift.variables.exceptions import TracedException
+
     obj, name = args[0], args[1].as_constant()
     if isinstance(obj, TensorVariable):
         return ConstantVariable(hasattr(torch.Tensor, name) or name in ("shape", "dtype"))
     if obj.is_constant():
         return ConstantVariable(hasattr(obj.as_constant(), name))
-    raise Unsupported(f"hasattr on {obj!r}")
+    try:
+        obj.var_getattr(tx, name)
+    except TracedException as error:
+        if issubclass(error.exception.cls, AttributeError):
+            return ConstantVariable(False)
+        raise
+    except Unsupported as error:
+        if error.break_type != "user_exception":
+            raise
+        return ConstantVariable(False)  # the attribute is missing: eager raises AttributeError
+    return ConstantVariable(True)
+
+
+def _setattr(tx, args, kwargs):
+    from graphlift.variables.objects import UserObjectVariable
+
+    obj, name, value = args[0], args[1].as_constant(), args[2]
+    if not isinstance(obj, UserObjectVariable):
+        raise Unsupported(f"setattr on {obj!r}", break_type="side_effect")
+    obj.store_attr(tx, name, value)
+    return ConstantVariable(None)
 
 
 def _super(tx, args, kwargs):
@@ -231,12 +255,16 @@ def _callable(tx, args, kwargs):
         PartialVariable,
         UserMethodVariable,
     )
-    from graphlift.variables.objects import ClassVariable
+    from graphlift.variables.objects import ClassVariable, UserObjectVariable, lookup_class_attr
+    from graphlift.variables.tensor import TorchCallableVariable
 
     value = args[0]
     if isinstance(value, (BaseUserFunctionVariable, UserMethodVariable, PartialVariable,
-                          BuiltinVariable, ClassVariable)):
+                          BuiltinVariable, ClassVariable, TorchCallableVariable)):
         return ConstantVariable(True)
+    if isinstance(value, UserObjectVariable):
+        return ConstantVariable(lookup_class_attr(value.cls, "__call__") is not None and
+                                callable(lookup_class_attr(value.cls, "__call__")))
     if isinstance(value, TensorVariable) or value.is_constant():
         return ConstantVariable(callable(value.as_constant()) if value.is_constant() else False)
     raise Unsupported(f"callable() of {value!r}")
@@ -292,6 +320,8 @@ BUILTIN_HANDLERS: dict[Any, Callable] = {
     list: _sequence(list),
     getattr: _getattr,  # getattr(obj, "name"[, default])
     hasattr: _hasattr,
+    setattr: _setattr,  # on objects: a store (in-frame) or a ledger entry (inputs)
+    object.__setattr__: _setattr,  # frozen dataclasses' __init__ sets fields through it
     super: _super,  # zero-argument super() reads __class__ and the first argument
     zip: _zip,  # iterators over trackers are materialised: lengths are known while tracing
     enumerate: _enumerate,
@@ -312,8 +342,12 @@ BUILTIN_HANDLERS: dict[Any, Callable] = {
     frozenset: _set(frozen=True),
     print: _print,  # stdout: a graph break
     str: _str,  # str(exception) inside an except block
+    int: _int,  # int(n) of a symbolic int stays symbolic; anything else folds
 }
 
+
+# Builtin classes whose class methods and unbound methods fold on constant arguments.
+CONSTANT_CLASSES = frozenset({dict, str, int, float, bytes, tuple, frozenset, complex, bool})
 
 # C functions of pure modules: folded on constants; operator's functions also work on tensors.
 PURE_MODULES = frozenset({"math", "cmath", "operator", "_operator"})
@@ -378,8 +412,8 @@ class BuiltinVariable(VariableTracker):
             except (TypeError, ValueError) as error:
                 raise Unsupported(f"{self.fn.__name__}() raised {type(error).__name__}: {error}",
                                   break_type="user_exception") from error
-        if self.fn in PURE_BUILTINS:
-            return fold(self.fn, args, kwargs)
+        if self.fn in PURE_BUILTINS or getattr(self.fn, "__self__", None) in CONSTANT_CLASSES:
+            return fold(self.fn, args, kwargs)  # dict.fromkeys, str.join, int.from_bytes...
         module = getattr(self.fn, "__module__", None)
         if module in PURE_MODULES:
             if module.endswith("operator") and any(isinstance(a, TensorVariable) for a in args):

@@ -7,6 +7,7 @@ that needs the side-effect ledger, so such a mutation is reported as unsupported
 
 from __future__ import annotations
 
+import types
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -56,9 +57,10 @@ class BaseListVariable(VariableTracker):
                 else TupleVariable(self.items[key])
         try:
             return self.items[key]
-        except IndexError as error:
-            raise Unsupported(f"index {key} out of range while tracing",
-                              break_type="user_exception") from error
+        except (IndexError, TypeError) as error:
+            from graphlift.variables.exceptions import raise_real
+
+            raise raise_real(error) from error  # catchable inside the frame, like eager
 
     def reconstruct(self, codegen: OutputCodegen) -> str:
         if self.source is not None:
@@ -96,6 +98,14 @@ class TupleVariable(BaseListVariable):
         fields = getattr(self.tuple_class, "_fields", None) or _structseq_fields(self.tuple_class)
         if fields and name in fields:
             return self.items[fields.index(name)]
+        if name == "_fields" and fields:
+            return wrap_constant(tuple(fields))
+        if fields:
+            from graphlift.variables.objects import bind_class_attr, lookup_class_attr
+
+            attr = lookup_class_attr(self.tuple_class, name)
+            if isinstance(attr, property):  # a property of a typing.NamedTuple
+                return bind_class_attr(tx, self, self.tuple_class, name, attr, None)
         return TupleMethodVariable(self, name)
 
     def _literal(self, body: str) -> str:
@@ -132,10 +142,25 @@ class TupleMethodVariable(VariableTracker):
         self.obj, self.name = obj, name
 
     def call(self, tx, args, kwargs):
-        if self.name == "count" and self.obj.is_constant():
-            return ConstantVariable(self.obj.as_constant().count(args[0].as_constant()))
-        if self.name == "index" and self.obj.is_constant():
-            return ConstantVariable(self.obj.as_constant().index(args[0].as_constant()))
+        obj = self.obj
+        if self.name == "count" and obj.is_constant():
+            return ConstantVariable(obj.as_constant().count(args[0].as_constant()))
+        if self.name == "index" and obj.is_constant():
+            return ConstantVariable(obj.as_constant().index(args[0].as_constant()))
+        fields = getattr(obj.tuple_class, "_fields", None)
+        if fields and self.name == "_replace":
+            values = dict(zip(fields, obj.items))
+            values.update(kwargs)
+            return TupleVariable([values[f] for f in fields], tuple_class=obj.tuple_class)
+        if fields and self.name == "_asdict":
+            return DictVariable(dict(zip(fields, obj.items)))
+        if fields:
+            from graphlift.variables.objects import bind_class_attr, lookup_class_attr
+
+            attr = lookup_class_attr(obj.tuple_class, self.name)
+            if isinstance(attr, types.FunctionType):
+                return bind_class_attr(tx, obj, obj.tuple_class, self.name, attr, None).call(
+                    tx, args, kwargs)
         raise Unsupported(f"tuple.{self.name}")
 
 
@@ -271,6 +296,12 @@ class DictVariable(VariableTracker):
     def python_type(self) -> type:
         return dict
 
+    def is_constant(self) -> bool:
+        return all(v.is_constant() for v in self.items.values())
+
+    def as_constant(self) -> Any:
+        return {k: v.as_constant() for k, v in self.items.items()}
+
     def truthy(self, tx: InstructionTranslator) -> bool:
         return bool(self.items)
 
@@ -328,7 +359,16 @@ class DictMethodVariable(VariableTracker):
             return items.get(args[0].as_constant(), default)
         if name == "__contains__":
             return ConstantVariable(args[0].as_constant() in items)
+        if name == "copy":
+            return DictVariable(dict(items))
         self.obj.check_mutable(tx)
+        if name == "popitem":
+            if not items:
+                from graphlift.variables.exceptions import raise_real
+
+                raise raise_real(KeyError("popitem(): dictionary is empty"))
+            key, value = items.popitem()
+            return TupleVariable([wrap_constant(key), value])
         if name == "update":
             if args:
                 other = args[0]

@@ -117,6 +117,8 @@ class ClassVariable(VariableTracker):
     def var_getattr(self, tx, name):
         from graphlift.variables.functions import UserFunctionVariable
 
+        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+            return wrap_constant(getattr(self.cls, name))
         attr = lookup_class_attr(self.cls, name)
         if attr is _MISSING:
             raise Unsupported(f"type object {self.cls.__qualname__!r} has no attribute {name!r}",
@@ -209,8 +211,9 @@ def _make_object(tx, cls: type, args, kwargs):
 
     if lookup_class_attr(cls, "__new__") not in (_MISSING, object.__dict__["__new__"]):
         raise Unsupported(f"{cls.__qualname__} defines __new__; not traced")
-    if hasattr(cls, "__slots__"):
-        raise Unsupported(f"{cls.__qualname__} uses __slots__; not traced")
+    if any(klass.__dict__.get("__slots__") for klass in cls.__mro__) and \
+            not any("__dict__" in klass.__dict__ for klass in cls.__mro__):
+        raise Unsupported(f"{cls.__qualname__} stores attributes in __slots__; not traced")
     obj = UserObjectVariable(None, cls=cls)
     init = lookup_class_attr(cls, "__init__")
     if isinstance(init, types.FunctionType):
@@ -315,7 +318,8 @@ class UserObjectVariable(VariableTracker):
 def rebuild_object(cls: type, attrs: dict[str, Any]) -> Any:
     """Recreate an object built inside a compiled frame, after the graph ran."""
     obj = object.__new__(cls)
-    obj.__dict__.update(attrs)
+    for name, value in attrs.items():
+        object.__setattr__(obj, name, value)
     return obj
 
 
