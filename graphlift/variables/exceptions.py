@@ -101,7 +101,7 @@ class GradModeVariable(VariableTracker):
 class ContextMethodVariable(VariableTracker):
     """The bound ``__enter__`` / ``__exit__`` of a modelled context manager."""
 
-    def __init__(self, manager: GradModeVariable, name: str) -> None:
+    def __init__(self, manager: VariableTracker, name: str) -> None:
         super().__init__()
         self.manager, self.name = manager, name
 
@@ -114,8 +114,9 @@ class ContextMethodVariable(VariableTracker):
         """At a graph break inside the block: an exit that restores the mode from before."""
         from graphlift.resume import GRAD_MODE_EXITS
 
-        if self.name != "__exit__":
-            raise Unsupported("a grad-mode __enter__ cannot leave the compiled frame")
+        if self.name != "__exit__" or not isinstance(self.manager, GradModeVariable):
+            raise Unsupported(f"{self.manager.describe()}.{self.name} cannot leave the compiled "
+                              "frame (a break inside this with block runs the frame eagerly)")
         return codegen.constant(GRAD_MODE_EXITS[bool(self.manager.previous)])
 
 
@@ -135,3 +136,58 @@ def make_grad_mode(cls: Any, args: list[VariableTracker]) -> GradModeVariable:
     if cls is torch.enable_grad:
         return GradModeVariable(True)
     raise AssertionError(cls)
+
+
+class AutocastVariable(VariableTracker):
+    """``torch.autocast(device_type, dtype, enabled, cache_enabled)`` as a ``with`` block.
+
+    Entering switches autocast on for the rest of the trace (so fake tensors see the same dtypes)
+    and puts ``torch.amp._enter_autocast`` in the graph; exiting puts ``_exit_autocast``, so the
+    compiled code switches at the same points. The real switch made while tracing is undone by
+    ``OutputGraph.restore_global_state`` whatever happens.
+    """
+
+    def __init__(self, arguments: tuple) -> None:
+        super().__init__()
+        self.arguments = arguments  # device_type, dtype, enabled, cache_enabled
+        self.node = None
+
+    def describe(self) -> str:
+        return f"autocast{self.arguments}"
+
+    def python_type(self) -> type:
+        return torch.autocast
+
+    def enter(self, tx: InstructionTranslator) -> VariableTracker:
+        tx.output.enter_real_context(torch.amp.autocast_mode._enter_autocast(*self.arguments))
+        self.node = tx.output.create_node("call_function", torch.amp._enter_autocast,
+                                          self.arguments, {}, mutates=True)
+        return ConstantVariable(None)
+
+    def exit(self, tx: InstructionTranslator) -> VariableTracker:
+        tx.output.exit_real_context()
+        tx.output.create_node("call_function", torch.amp._exit_autocast, (self.node,), {},
+                              mutates=True)
+        return ConstantVariable(None)
+
+    def var_getattr(self, tx, name):
+        if name in ("__enter__", "__exit__"):
+            return ContextMethodVariable(self, name)
+        raise Unsupported(f"attribute {name!r} of {self.describe()}")
+
+
+def make_autocast(tx: InstructionTranslator, args: list, kwargs: dict) -> AutocastVariable:
+    """Bind torch.autocast's arguments (all must be constants known while tracing)."""
+    import inspect
+
+    bound = inspect.signature(torch.autocast.__init__).bind(
+        None, *(a.as_constant() for a in args), **{k: v.as_constant() for k, v in kwargs.items()})
+    bound.apply_defaults()
+    values = bound.arguments
+    dtype = values["dtype"]
+    if dtype is None:
+        dtype = torch.get_autocast_dtype(values["device_type"])
+    cache = values["cache_enabled"]
+    if cache is None:
+        cache = torch.is_autocast_cache_enabled()
+    return AutocastVariable((values["device_type"], dtype, values["enabled"], cache))

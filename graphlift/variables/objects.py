@@ -171,6 +171,12 @@ def _grad_mode(mode: bool):
     return construct
 
 
+def _autocast(tx, args, kwargs):
+    from graphlift.variables.exceptions import make_autocast
+
+    return make_autocast(tx, args, kwargs)
+
+
 def _set_grad_enabled(tx, args, kwargs):
     """``torch.set_grad_enabled(b)`` switches at construction, as a statement or a with block."""
     from graphlift.variables.exceptions import GradModeVariable, set_grad_mode
@@ -186,6 +192,7 @@ CONSTRUCTORS = {
     torch.no_grad: _grad_mode(False),  # with torch.no_grad(): grad mode off inside
     torch.enable_grad: _grad_mode(True),  # with torch.enable_grad(): grad mode on inside
     torch.set_grad_enabled: _set_grad_enabled,  # switches immediately; restores on __exit__
+    torch.autocast: lambda tx, args, kwargs: _autocast(tx, args, kwargs),  # enter/exit nodes
     functools.partial: _make_partial,  # partial(fn, *args, **kwargs) -> PartialVariable
     torch.Size: _fold_constructor(torch.Size),  # torch.Size([2, 3]) is a constant
     torch.device: _fold_constructor(torch.device),  # torch.device("cpu") is a constant
