@@ -26,6 +26,7 @@ import builtins
 import functools
 import time
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -43,7 +44,8 @@ from graphlift.convert_frame import (
     eager_run,
 )
 from graphlift.exc import RecompileError, RecompileLimitExceeded
-from graphlift.sources import FN_NAME, GLOBALS_NAME
+from graphlift.resume import RESUME_ATTR
+from graphlift.sources import FN_NAME, GLOBALS_NAME, LocalSource
 
 WRAPPED_ATTR = "_graphlift_fn"  # on a wrapper: the original function
 
@@ -54,8 +56,11 @@ def compile(fn: Callable | None = None, *, backend: str | Callable = "eager",
 
     ``backend`` is ``"eager"``, ``"aot_eager"``, ``"inductor"`` or a callable
     ``(gm, example_inputs) -> callable``. ``fullgraph=True`` raises :class:`graphlift.Unsupported`
-    instead of running a frame eagerly. ``dynamic`` is accepted for torch.compile compatibility;
-    dynamic shapes are not implemented yet, so every size is static.
+    instead of running a frame eagerly. ``dynamic=None`` (automatic dynamic) compiles static
+    first, then makes dynamic each size or int that changes between compiles; ``dynamic=True``
+    makes every size and int dynamic from the first compile (sizes 0 and 1 stay static);
+    ``dynamic=False`` never does, ignoring ``mark_dynamic`` too (see
+    :mod:`graphlift.dynamic_shapes`).
     """
     lookup_backend(backend)  # an unknown name fails here, not on the first call
     options = compile_options(backend, fullgraph, dynamic)
@@ -77,23 +82,82 @@ def _compile(fn: Callable, options: CompileOptions) -> Callable:
 
 
 def _compile_module(module: torch.nn.Module, options: CompileOptions) -> torch.nn.Module:
-    """Compile ``module.forward`` in place of the module's forward, on a wrapper module."""
-    compiled_forward = _compile(module.forward, options)
+    """``compile(module)``: a wrapper module whose calls run the module compiled."""
+    return OptimizedModule(module, options)
 
-    class OptimizedModule(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self._orig_mod = module
 
-        def forward(self, *args: Any, **kwargs: Any) -> Any:
-            return compiled_forward(*args, **kwargs)
+def _call_module(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+    """What a compiled module call runs: the module's own ``__call__`` (hooks, forward)."""
+    return self(*args, **kwargs)
 
-        def __getattr__(self, name: str) -> Any:
-            if name == "_orig_mod":
-                return super().__getattr__(name)
-            return getattr(self._orig_mod, name)
 
-    return OptimizedModule()
+class OptimizedModule(torch.nn.Module):
+    """What ``graphlift.compile(module)`` returns, like torch.compile's wrapper of the same name.
+
+    Calling it runs ``module(*args, **kwargs)`` compiled: hooks and ``forward`` of the whole
+    module tree are traced into one graph. The wrapper holds the module as ``_orig_mod`` (a
+    submodule, so ``train()``, ``eval()``, ``to()`` and ``apply()`` reach it); other attributes,
+    ``state_dict``, ``load_state_dict``, ``named_parameters`` and ``named_buffers`` (so also
+    ``parameters()``) are the original module's, without torch.compile's ``_orig_mod.`` prefix.
+    ``graphlift.stats(wrapper)`` and ``cache_entries(wrapper)`` read this wrapper's own cache.
+    """
+
+    def __init__(self, module: torch.nn.Module, options: CompileOptions) -> None:
+        super().__init__()
+        self._orig_mod = module
+        forward = getattr(type(module).forward, "__code__", _call_module.__code__)
+        # A code object of its own: its own cache and counters, named like the module's forward.
+        code = _call_module.__code__.replace(
+            co_name="forward", co_qualname=f"{type(module).__qualname__}.forward",
+            co_filename=forward.co_filename, co_firstlineno=forward.co_firstlineno)
+        call = types.FunctionType(code, _call_module.__globals__, "forward")
+        self.__dict__[WRAPPED_ATTR] = call  # what stats() and cache_entries() look up
+        self.__dict__["_graphlift_call"] = make_wrapper(call, options)
+        self.__dict__["_graphlift_module"] = module  # read on every call: no Module.__getattr__
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self._graphlift_call(self._graphlift_module, *args, **kwargs)
+
+    @property
+    def training(self) -> bool:  # type: ignore[override]
+        """The original module's flag: ``wrapper.eval()`` and ``module.eval()`` are one switch."""
+        return self._graphlift_module.training
+
+    @training.setter
+    def training(self, mode: bool) -> None:
+        module = self.__dict__.get("_graphlift_module")
+        if module is not None:  # Module.__init__ sets it before the module is attached
+            module.training = mode
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            module = self.__dict__.get("_graphlift_module")
+            if module is None:
+                raise
+            return getattr(module, name)
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> Any:
+        return self._graphlift_module.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, *args: Any, **kwargs: Any) -> Any:
+        return self._graphlift_module.load_state_dict(*args, **kwargs)
+
+    def named_parameters(self, *args: Any, **kwargs: Any) -> Any:
+        return self._graphlift_module.named_parameters(*args, **kwargs)
+
+    def named_buffers(self, *args: Any, **kwargs: Any) -> Any:
+        return self._graphlift_module.named_buffers(*args, **kwargs)
+
+
+def compiled_module_call(module: torch.nn.Module, options: CompileOptions) -> Callable:
+    """``module`` called compiled, for a module call that runs at a graph break.
+
+    All such calls share one code object; each module instance gets its own entries (the module
+    is pinned by identity), and the recompile limit counts per instance.
+    """
+    return functools.partial(compiled_wrapper(_call_module, options), module)
 
 
 NESTED_ATTR = "_graphlift_nested"  # on a function: {options: its wrapper} for nested calls
@@ -140,7 +204,8 @@ def make_wrapper(fn: types.FunctionType, options: CompileOptions) -> Callable:
     code = builtins.compile(source, f"<graphlift wrapper of {fn.__qualname__}>", "exec")
     exec(code, namespace)  # noqa: S102
     wrapper = functools.wraps(fn)(namespace[_safe_name(fn)])
-    wrapper.__dict__.pop(NESTED_ATTR, None)  # copied from fn.__dict__; it belongs to fn
+    for attr in (NESTED_ATTR, RESUME_ATTR):
+        wrapper.__dict__.pop(attr, None)  # copied from fn.__dict__ by wraps; they belong to fn
     setattr(wrapper, WRAPPED_ATTR, fn)
     wrapper._graphlift_source = source
     return wrapper
@@ -207,14 +272,47 @@ def _on_miss(fn: types.FunctionType, state: ExtraState, options: CompileOptions,
     if state.run_only:
         return run_eagerly(*args)
     reasons = _failure_reasons(state, options, args)
-    if entries and not _may_recompile(fn, state, options, reasons):
+    if entries and not _may_recompile(fn, state, options, reasons, args):
         return run_eagerly(*args)
     if not _under_accumulated_limit(fn, state, options, reasons):
         return run_eagerly(*args)
     entry = convert_frame(fn, state, args, options)
     events.on_compile(fn, state, entry, reasons)
     state.push_front(entry)
+    _forget_with_modules(state, entry)
     return entry.run(*args)
+
+
+def _forget_with_modules(state: ExtraState, entry: CacheEntry) -> None:
+    """Drop the entry when a module it pinned dies: the entry holds that module's parameters."""
+    for _, module_ref in entry.compiled_guards.module_roots:
+        module = module_ref()
+        if module is not None:
+            weakref.finalize(module, _drop_entry, weakref.ref(state), weakref.ref(entry))
+
+
+def _drop_entry(state_ref: weakref.ref, entry_ref: weakref.ref) -> None:
+    state, entry = state_ref(), entry_ref()
+    if state is not None and entry is not None:
+        state.remove(entry)
+
+
+def _entries_counted(fn: types.FunctionType, state: ExtraState, args: tuple) -> int:
+    """Entries that count toward ``recompile_limit`` for this call.
+
+    As in torch.compile, the limit counts per module instance: an entry that pinned a different
+    module at one of the frame's arguments (another transformer block running the same
+    ``forward``) does not count.
+    """
+    params = FrameSignature.of(fn.__code__).params
+    count = 0
+    for entry in state.entries:
+        pinned = [(params.index(source.local_name), ref)
+                  for source, ref in entry.compiled_guards.module_roots
+                  if isinstance(source, LocalSource) and source.local_name in params]
+        if all(args[index] is ref() for index, ref in pinned):
+            count += 1
+    return count
 
 
 def _passes(entry: CacheEntry, args: tuple) -> bool:
@@ -237,18 +335,30 @@ def _failure_reasons(state: ExtraState, options: CompileOptions, args: tuple) ->
 
 
 def _may_recompile(fn: types.FunctionType, state: ExtraState, options: CompileOptions,
-                   reasons: list[str]) -> bool:
+                   reasons: list[str], args: tuple) -> bool:
     """Log the recompile, or refuse it: error_on_recompile raises, the limit falls back."""
     if config.error_on_recompile:
         raise RecompileError(f"Recompiling function {fn.__name__} in {state.location} "
                              f"(error_on_recompile=True)\n" + _reason_lines(reasons))
-    if len(state.entries) >= config.recompile_limit:
+    if _entries_counted(fn, state, args) >= config.recompile_limit:
         _hit_limit(fn, state, options, "recompile_limit", config.recompile_limit, reasons)
         return False
     if logs.enabled("recompiles"):
         logs.emit("recompiles", f"Recompiling function {fn.__name__} in {state.location}\n"
-                  f"    triggered by the following guard failure(s):\n{_reason_lines(reasons)}")
+                  f"    triggered by the following guard failure(s):\n{_reason_lines(reasons)}"
+                  f"{_dynamic_lines(fn, state, options, args)}")
     return True
+
+
+def _dynamic_lines(fn: types.FunctionType, state: ExtraState, options: CompileOptions,
+                   args: tuple) -> str:
+    """The sizes and ints that changed since the last compile: automatic dynamic takes them."""
+    if options.dynamic is False:
+        return ""
+    changes = state.shape_memory.changes(FrameSignature.of(fn.__code__).params, args)
+    if not changes:
+        return ""
+    return "\n    dynamic from now on (automatic dynamic shapes):\n" + _reason_lines(changes)
 
 
 def _under_accumulated_limit(fn: types.FunctionType, state: ExtraState,
@@ -265,10 +375,12 @@ def _reason_lines(reasons: list[str]) -> str:
 
 
 LIKELY_CAUSES = """Likely causes, each with its fix:
-  - a Python scalar (int, float, bool, str) that varies between calls is baked into the graph
-    as a constant: pass it as a tensor (graphlift has no dynamic scalars yet).
-  - tensor sizes that vary between calls: pad or bucket them to a few sizes (graphlift has no
-    dynamic shapes yet, so every size is its own entry).
+  - a Python float, bool or str that varies between calls is baked into the graph as a
+    constant: pass it as a tensor. (A varying int becomes dynamic on its own.)
+  - a size or int that varies but is specialized while tracing (a branch on it, range(n), a
+    list index; the guard names it): remove that use, or pad or bucket the sizes.
+  - sizes that vary under compile(dynamic=False), or sizes 0 and 1 (always specialized): drop
+    dynamic=False, or pad to at least 2.
   - global state that flips between calls (grad mode, autocast, default dtype): pin it around
     the calls.
   - a new function or module object on every call: define it once, outside the loop."""

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dis
 import types
-import weakref
 from dataclasses import dataclass
 
 import torch
@@ -202,6 +201,9 @@ def resume_function(fn: types.FunctionType, code: types.CodeType) -> types.Funct
     return types.FunctionType(code, fn.__globals__, code.co_name, None, fn.__closure__)
 
 
+RESUME_ATTR = "_graphlift_resume"  # on a function: {ResumePoint: wrapper of its resume function}
+
+
 class ResumePoint:
     """A resume function of one code object, compiled like any frame, per function object.
 
@@ -213,15 +215,18 @@ class ResumePoint:
         self.code = make_resume_code(code, key)
         self.key = key
         self.options = options
-        self._wrappers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def __call__(self, fn: types.FunctionType, *args: object) -> object:
-        wrapper = self._wrappers.get(fn)
+        # The wrapper lives on the function itself: a table here would hold the function's
+        # globals from the code object's extra slot, a cycle the garbage collector cannot see.
+        wrappers = fn.__dict__.get(RESUME_ATTR)
+        if wrappers is None:
+            wrappers = fn.__dict__[RESUME_ATTR] = {}
+        wrapper = wrappers.get(self)
         if wrapper is None:
             from graphlift.eval_frame import make_wrapper
 
-            wrapper = make_wrapper(resume_function(fn, self.code), self.options)
-            self._wrappers[fn] = wrapper
+            wrapper = wrappers[self] = make_wrapper(resume_function(fn, self.code), self.options)
         return wrapper(*args)
 
 
