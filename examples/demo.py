@@ -1,4 +1,4 @@
-"""A tour of graphlift (``make demo``): compile, graph, guards, recompiles, limits, stats.
+"""A tour of graphlift (``make demo``): compile, graph, guards, recompiles, limits, stats, doctor.
 
 Each section prints a header, then what graphlift did. Log messages (recompile reasons, the
 recompile-limit warning) come from the ``graphlift`` logger on stderr, prefixed ``[graphlift]``.
@@ -6,6 +6,8 @@ recompile-limit warning) come from the ``graphlift`` logger on stderr, prefixed 
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 
 import torch
@@ -90,6 +92,15 @@ def main() -> None:
         print(f"  seconds[{phase!r}]".ljust(22) + f" {value * 1e3:.2f} ms")
 
 
+def doctor() -> None:
+    """The debugging routine, run for the user on a script with one break and one storm."""
+    script = os.path.relpath(os.path.join(os.path.dirname(__file__), "doctor_example.py"))
+    section("8. graphlift doctor: graph breaks first, then recompiles, then time")
+    print(f"$ python -m graphlift doctor {script}")
+    subprocess.run([sys.executable, "-m", "graphlift", "doctor", script], check=True)
+
+
 if __name__ == "__main__":
     main()
+    doctor()
     section("end of the demo")

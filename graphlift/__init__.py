@@ -27,10 +27,14 @@ The pipeline, one module per stage, in the order data flows:
 ``guards``                  guard kinds and the generated check function
 ``output_graph``            the FX graph, fake tensors, graph inputs, the backend call
 ``codegen``                 the generated run function that calls the graph
+``dynamic_shapes``          which sizes and ints are symbols (``mark_dynamic``, automatic
+                            dynamic); the ShapeEnv's assumptions rendered as guards
 ``graph_break``             graph-break records shared by logs and ``explain``
 ``backends``                ``eager``, ``aot_eager``, ``inductor`` and user backends
 ``config`` / ``logs``       the settings registry; ``GRAPHLIFT_LOGS`` artifacts
 ``explain`` / ``testing``   ``explain()``; ``CompileCounter``
+``events`` / ``doctor``     recording (``GRAPHLIFT_RECORD``); ``graphlift doctor SCRIPT``: graph
+                            breaks, then recompiles, then time (``__main__``: the command)
 ==========================  ==================================================================
 """
 
@@ -43,9 +47,11 @@ from graphlift import events, testing  # noqa: E402
 from graphlift.backends import list_backends, register_backend  # noqa: E402
 from graphlift.cache import CacheEntry, Stats  # noqa: E402
 from graphlift.config import config  # noqa: E402
+from graphlift.dynamic_shapes import mark_dynamic, mark_static  # noqa: E402
 from graphlift.eval_frame import cache_entries, compile, reset, stats  # noqa: E402
 from graphlift.exc import (  # noqa: E402
     BackendCompilerFailed,
+    ConstraintViolationError,
     GraphliftError,
     RecompileError,
     RecompileLimitExceeded,
@@ -65,6 +71,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BackendCompilerFailed",
     "CacheEntry",
+    "ConstraintViolationError",
     "ExplainOutput",
     "GraphliftError",
     "RecompileError",
@@ -77,6 +84,8 @@ __all__ = [
     "explain",
     "graph_break",
     "list_backends",
+    "mark_dynamic",
+    "mark_static",
     "register_backend",
     "reset",
     "set_logs",

@@ -21,6 +21,7 @@ recording (guards and graph code per cache entry, for the HTML page).
 
 from __future__ import annotations
 
+import bisect
 import enum
 import html
 import json
@@ -129,7 +130,7 @@ class Failure:
 
     compile_id: str
     guard: str  # "L['n'] == 3"
-    now: str | None  # "4": what the guarded expression was at the failing call
+    now: str | None  # "4": what the guard saw at the failing call, as the reason says it
     subject: str  # "L['n']": what the guard looks at, shared by the failures of every entry
     value: str | None  # "3": what the entry was compiled for
 
@@ -137,18 +138,37 @@ class Failure:
     def parse(cls, reason: str) -> Failure:
         match = _REASON.match(reason)
         compile_id, guard, now = match.group("compile_id", "guard", "now")
-        comparison = _COMPARISON.match(guard)
-        if comparison is None:
-            return cls(compile_id, guard, now, guard, None)
-        return cls(compile_id, guard, now, comparison["subject"], comparison["value"])
+        return cls(compile_id, guard, now, *split_guard(guard))
 
     @property
     def text(self) -> str:
         return self.guard if self.now is None else f"{self.guard} (now {self.now})"
 
+    def values(self) -> list[str]:
+        """The values this failure shows: compiled for, then seen now (without any note)."""
+        now = None if self.now is None else self.now.split("; ")[0].rpartition(" = ")[2]
+        return [v for v in (self.value, now) if v is not None]
+
+
+def split_guard(guard: str) -> tuple[str, str | None]:
+    """``(subject, value)`` of a guard's text: ``L['n'] == 3`` -> ``("L['n']", "3")``; a bound
+    has no single value: ``2 <= L['x'].size()[0]`` -> ``("L['x'].size()[0]", None)``."""
+    comparison = _COMPARISON.match(guard)
+    if comparison is None:
+        return guard, None
+    left, op, right = comparison.group("left", "op", "right")
+    if op in ("==", "is", "is not"):
+        return left, right
+    if _NUMBER.match(left):
+        return _BOUND.split(right)[0], None
+    return left, None
+
 
 _REASON = re.compile(r"^(?P<compile_id>[^:]*): (?P<guard>.*?)(?: \(now (?P<now>.*)\))?$", re.S)
-_COMPARISON = re.compile(r"^(?P<subject>.+?) (?:==|is not|is) (?P<value>.+)$", re.S)
+_COMPARISON = re.compile(r"^(?P<left>.+?) (?P<op>==|!=|<=|>=|<|>|is not|is) (?P<right>.+)$",
+                         re.S)
+_NUMBER = re.compile(r"^-?\d+$")
+_BOUND = re.compile(r" (?:<=|>=|<|>) ")
 
 
 # -- running the script --------------------------------------------------------------------------
@@ -252,19 +272,23 @@ def recompiles(compiles: list[dict[str, Any]],
                limits: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Functions compiled more than once (or stopped by a limit), most compiles first."""
     per_function: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def item_of(record: dict[str, Any]) -> dict[str, Any]:
+        return per_function.setdefault((record["function"], record["location"]),
+                                       {"entries": [], "reasons": [], "limits": []})
+
     for record in compiles:
-        key = (record["function"], record["location"])
-        item = per_function.setdefault(key, {"compiles": 0, "reasons": [], "limits": []})
-        item["compiles"] += 1
+        item = item_of(record)
+        item["entries"].append((record["compile_id"], record["guards"]))
+        item["static"] = record["dynamic"] is False  # compile(..., dynamic=False)
         item["reasons"].append(record["reasons"])
     for limit in limits:
-        key = (limit["function"], limit["location"])
-        item = per_function.setdefault(key, {"compiles": 0, "reasons": [], "limits": []})
+        item = item_of(limit)
         item["limits"].append({"which": limit["which"], "limit": limit["limit"]})
         item["reasons"].append(limit["reasons"])
     result = [_triaged(function, location, item)
               for (function, location), item in per_function.items()
-              if item["compiles"] > 1 or item["limits"]]
+              if len(item["entries"]) > 1 or item["limits"]]
     result.sort(key=lambda item: -item["compiles"])
     return result
 
@@ -274,6 +298,7 @@ def _triaged(function: str, location: str, item: dict[str, Any]) -> dict[str, An
 
     ``item["reasons"]`` holds one list per recompile (or refused recompile), most recently
     used entry first; the example shown for a subject is its first failure in the latest list.
+    ``item["entries"]`` holds ``(compile id, guards)`` per compile, oldest first.
     """
     batches = [[Failure.parse(reason) for reason in reasons] for reasons in item["reasons"]]
     failures = [failure for batch in batches for failure in batch]
@@ -281,39 +306,57 @@ def _triaged(function: str, location: str, item: dict[str, Any]) -> dict[str, An
     for subject, count in Counter(failure.subject for failure in failures).most_common():
         seen = [f for f in failures if f.subject == subject]
         example = next(f for batch in reversed(batches) for f in batch if f.subject == subject)
-        values = list(dict.fromkeys(v for f in seen for v in (f.value, f.now) if v is not None))
         guards.append({"subject": subject, "count": count, "example": example.text,
-                       "cause": triage(example.guard).value, "values": values})
+                       "cause": triage(example.guard).value,
+                       "values": list(dict.fromkeys(v for f in seen for v in f.values())),
+                       "dynamic_from": _dynamic_from(subject, item["entries"])})
     top = guards[0] if guards else None
     cause = Cause(top["cause"]) if top else Cause.OTHER
     advice = ADVICE[cause]
     return {
-        "function": function, "location": location, "compiles": item["compiles"],
+        "function": function, "location": location, "compiles": len(item["entries"]),
         "limit_hit": bool(item["limits"]), "limits": item["limits"],
         "failures": len(failures), "top_guard": top, "guards": guards,
         "cause": cause.value, "problem": advice.problem, "fix": advice.fix,
-        "notes": _notes(cause, top["values"] if top else []),
+        "notes": _notes(cause, top, item.get("static", False)) if top else [],
     }
 
 
-def _notes(cause: Cause, values: list[str]) -> list[str]:
-    """What the values seen add to a size triage."""
-    if cause is not Cause.SIZE:
+def _dynamic_from(subject: str, entries: list[tuple[str, list[str]]]) -> str | None:
+    """The first later entry that guards ``subject`` without pinning it to one value (automatic
+    dynamic made it a symbol there), when the first entry pinned it; else None."""
+    def pinned(guards: list[str]) -> bool:
+        return any(name == subject and value is not None
+                   for name, value in map(split_guard, guards))
+
+    if not entries or not pinned(entries[0][1]):
+        return None
+    return next((compile_id for compile_id, guards in entries[1:]
+                 if not pinned(guards) and any(subject in guard for guard in guards)), None)
+
+
+def _notes(cause: Cause, top: dict[str, Any], static: bool) -> list[str]:
+    """What the values seen and the later entries add to a scalar or size triage."""
+    if cause not in (Cause.SCALAR, Cause.SIZE):
         return []
     notes = []
-    if {"0", "1"} & set(values):
+    if static:
+        notes.append("compiled with dynamic=False: every value is its own graph")
+    elif top["dynamic_from"] is not None:
+        notes.append(f"automatic dynamic took over at compile {top['dynamic_from']}: "
+                     f"{top['subject']} is a symbol there, not a constant, so other values reuse "
+                     "that entry (marking it dynamic up front saves the first recompile)")
+    elif cause is Cause.SIZE:
+        notes.append("automatic dynamic did not take over: look for graphlift.mark_static or "
+                     "compile(..., dynamic=False)")
+    elif all(_NUMBER.match(value) for value in top["values"]):
+        notes.append(f"automatic dynamic did not take over: the code needs {top['subject']} as a "
+                     "Python int (a loop over range() of it, for example), so each value is its "
+                     "own graph; keep it to a few values, or compute with a tensor instead")
+    if cause is Cause.SIZE and {"0", "1"} & set(top["values"]):
         notes.append("sizes seen include 0 or 1: those are specialized even when a size is "
                      "dynamic (0/1 specialization), so a batch of 1 gets its own entry")
-    if not _has_dynamic_shapes():
-        notes.append("this graphlift has no dynamic shapes yet (issue 6): every size is its own "
-                     "entry; pad or bucket sizes to a few values")
     return notes
-
-
-def _has_dynamic_shapes() -> bool:
-    import graphlift
-
-    return hasattr(graphlift, "mark_dynamic")
 
 
 def time_summary(functions: list[dict[str, Any]], compiles: list[dict[str, Any]],
@@ -389,9 +432,11 @@ def format_text(report: dict[str, Any]) -> str:
         f"graphlift doctor: {command}",
         f"the script exited with code {report['exit_code']} after {report['seconds']:.2f} s; "
         f"graphlift compiled {compiles} time{_s(compiles)} in {functions} function{_s(functions)}",
-        "",
-        *_wrap(f"Verdict: {report['verdict']['summary']}", ""),
     ]
+    if report["exit_code"] != 0:
+        lines += _wrap("the script failed (its error is above): the report covers what ran "
+                       "before it stopped", "")
+    lines += ["", *_wrap(f"Verdict: {report['verdict']['summary']}", "")]
     lines += _text_breaks(report["graph_breaks"])
     lines += _text_recompiles(report["recompiles"])
     lines += _text_time(report["time"])
@@ -472,8 +517,8 @@ def time_conclusion(summary: dict[str, Any]) -> str:
         return f"The {found} above cost time: fix them, then run the doctor again."
     if summary["backend_suspect"]:
         return ("Neither graph breaks nor recompiles explain the time: every function compiled "
-                "once and its entry was reused. If the script is still slow, the problem is in "
-                "the backend: profile the compiled graphs, or try another backend.")
+                "once, as whole graphs. If the script is still slow, the problem is in the "
+                "backend: profile the compiled graphs, or try another backend.")
     return "Nothing was compiled, so graphlift spent no time."
 
 
@@ -594,21 +639,25 @@ def _html_entries(compiles: list[dict[str, Any]]) -> str:
 
 
 def _timeline_data(report: dict[str, Any]) -> dict[str, Any]:
-    """What the page's script draws: per function, its compiles and limit hits over time."""
+    """What the page's script draws: per function, its compiles and limit hits, placed by
+    ``order`` (the how-manieth compile of the run), so that a slow compile crowds nothing."""
     rows: dict[str, dict[str, Any]] = {}
-    for record in report["compiles"]:
+    for order, record in enumerate(report["compiles"]):
         row = rows.setdefault(f"{record['function']} {record['location']}", {
             "function": record["function"], "compiles": [], "limits": []})
         failure = Failure.parse(record["reasons"][0]) if record["reasons"] else None
         row["compiles"].append({
-            "id": record["compile_id"], "time": record["time"],
+            "id": record["compile_id"], "order": order, "time": record["time"],
             "cause": triage(failure.guard).value if failure else "first",
             "reason": failure.text if failure else "first compile"})
+    times = [record["time"] for record in report["compiles"]]
     for limit in report["limits"]:
         row = rows.get(f"{limit['function']} {limit['location']}")
         if row is not None:
-            row["limits"].append({"time": limit["time"], "which": limit["which"]})
-    return {"rows": list(rows.values()), "colors": TIMELINE_COLORS}
+            order = bisect.bisect_right(times, limit["time"]) - 0.5
+            row["limits"].append({"order": order, "time": limit["time"],
+                                  "which": limit["which"]})
+    return {"rows": list(rows.values()), "count": len(times), "colors": TIMELINE_COLORS}
 
 
 # The timeline's dot colour per cause of the recompile ("first": a function's first compile).
@@ -663,15 +712,8 @@ _SCRIPT = """
   function draw(box, data) {
     var rows = data.rows, colors = data.colors, used = {};
     if (!rows.length) { box.textContent = 'Nothing was compiled.'; return; }
-    var end = 0;
-    rows.forEach(function (row) {
-      row.compiles.forEach(function (c) { end = Math.max(end, c.time); });
-      row.limits.forEach(function (l) { end = Math.max(end, l.time); });
-    });
-    var left = 200, width = 640, step = 26, start = rows[0].compiles[0].time;
-    rows.forEach(function (row) { start = Math.min(start, row.compiles[0].time); });
-    var span = Math.max(end - start, 1e-6);
-    function x(t) { return left + 10 + (t - start) / span * (width - 20); }
+    var left = 200, width = 640, step = 26, span = Math.max(data.count - 1, 1);
+    function x(order) { return left + 10 + Math.max(order, 0) / span * (width - 20); }
     var svg = el('svg', {width: left + width + 10, height: rows.length * step + 30,
                          role: 'img'}, box);
     rows.forEach(function (row, i) {
@@ -680,15 +722,17 @@ _SCRIPT = """
         row.function + ' (' + row.compiles.length + ')';
       el('line', {x1: left, x2: left + width, y1: y, y2: y, stroke: '#ddd'}, svg);
       row.limits.forEach(function (l) {
-        var mark = el('rect', {x: x(l.time) - 2, y: y - 9, width: 4, height: 18,
+        var mark = el('rect', {x: x(l.order) - 2, y: y - 9, width: 4, height: 18,
                                fill: '#c0392b', 'class': 'limit'}, svg);
-        el('title', {}, mark).textContent = 'hit config.' + l.which;
+        el('title', {}, mark).textContent =
+          'hit config.' + l.which + ' at ' + l.time.toFixed(3) + ' s: later misses run eagerly';
       });
       row.compiles.forEach(function (c) {
         used[c.cause] = true;
-        var dot = el('circle', {cx: x(c.time), cy: y, r: 5, 'class': 'compile ' + c.cause,
+        var dot = el('circle', {cx: x(c.order), cy: y, r: 5, 'class': 'compile ' + c.cause,
                                 fill: colors[c.cause] || colors.other}, svg);
-        el('title', {}, dot).textContent = c.id + ' ' + c.reason;
+        el('title', {}, dot).textContent =
+          c.id + ' at ' + c.time.toFixed(3) + ' s: ' + c.reason;
         dot.addEventListener('click', function () {
           var entry = document.getElementById('compile-' + c.id.replace('/', '-'));
           if (entry) { entry.open = true; entry.scrollIntoView(); }
@@ -696,8 +740,8 @@ _SCRIPT = """
       });
     });
     el('text', {x: left, y: rows.length * step + 24}, svg).textContent =
-      'time since graphlift was imported: ' + start.toFixed(2) + ' s to ' + end.toFixed(2) +
-      ' s; hover a dot for the guard that failed, click it for the cache entry';
+      'compiles in the order they happened; hover a dot for the guard that failed, ' +
+      'click it for the cache entry';
     var legend = document.createElement('p');
     legend.className = 'legend';
     Object.keys(used).forEach(function (cause) {

@@ -10,7 +10,8 @@ file holds, with seconds counted from the moment recording started::
 
     {"version": 1, "argv": [...], "seconds": 1.9,
      "compiles": [{"compile_id": "2/1", "function": "scale", "location": "s.py:10",
-                   "time": 0.41, "reasons": ["2/0: L['n'] == 2 (now 3)"],
+                   "time": 0.41, "options": "backend='eager', fullgraph=False",
+                   "dynamic": None, "reasons": ["2/0: L['n'] == 2 (now 3)"],
                    "guards": ["type(L['x']) is torch.Tensor", ...], "graph_code": "...",
                    "op_count": 1, "seconds": {"translate": 0.002, "backend": 0.0001},
                    "breaks": [{"type": "skipped_function", "location": "s.py:7", ...}]}],
@@ -92,7 +93,8 @@ class Recorder:
         graph = entry.graph
         self.compiles.append({
             "compile_id": entry.compile_id, "function": qualname, "location": state.location,
-            "time": self.now(), "reasons": list(reasons), "guards": entry.guards,
+            "time": self.now(), "options": entry.options.describe(),
+            "dynamic": entry.options.dynamic, "reasons": list(reasons), "guards": entry.guards,
             "graph_code": graph.code.strip() if graph is not None else None,
             "op_count": count_ops(graph) if graph is not None else 0,
             "seconds": {"translate": stats.translate_seconds - function.translate,
