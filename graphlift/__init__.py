@@ -22,7 +22,7 @@ The pipeline, one module per stage, in the order data flows:
 ``convert_frame``           one miss -> one cache entry (translate, guard, compile, codegen)
 ``bytecode``                decoding 3.11 instructions; the version check
 ``translator``              the symbolic interpreter: one method per opcode
-``variables/``              VariableTrackers: constants, tensors, containers, builtins, objects
+``variables/``              VariableTrackers: constants, tensors, containers, objects, modules
 ``sources``                 where values come from: ``L['x']``, ``G['w']``, ``L['self'].w``
 ``guards``                  guard kinds and the generated check function
 ``output_graph``            the FX graph, fake tensors, graph inputs, the backend call
@@ -32,6 +32,9 @@ The pipeline, one module per stage, in the order data flows:
 ``graph_break``             graph-break records shared by logs and ``explain``
 ``backends``                ``eager``, ``aot_eager``, ``inductor`` and user backends
 ``config`` / ``logs``       the settings registry; ``GRAPHLIFT_LOGS`` artifacts
+``trace_rules``             inline, polyfill, builtin, graph node or skip: the decision for every
+                            callable (``polyfills/``: pure-Python stand-ins for C functions;
+                            ``decorators``: ``allow_in_graph``, ``disable``)
 ``explain`` / ``testing``   ``explain()``; ``CompileCounter``
 ``events`` / ``doctor``     recording (``GRAPHLIFT_RECORD``); ``graphlift doctor SCRIPT``: graph
                             breaks, then recompiles, then time (``__main__``: the command)
@@ -43,10 +46,11 @@ from graphlift.bytecode import check_python_version
 check_python_version()
 
 # Imports below need 3.11 (the version check above must run first).
-from graphlift import events, testing  # noqa: E402
+from graphlift import events, testing, trace_rules  # noqa: E402
 from graphlift.backends import list_backends, register_backend  # noqa: E402
 from graphlift.cache import CacheEntry, Stats  # noqa: E402
 from graphlift.config import config  # noqa: E402
+from graphlift.decorators import allow_in_graph, disable  # noqa: E402
 from graphlift.dynamic_shapes import mark_dynamic, mark_static  # noqa: E402
 from graphlift.eval_frame import cache_entries, compile, reset, stats  # noqa: E402
 from graphlift.exc import (  # noqa: E402
@@ -78,9 +82,11 @@ __all__ = [
     "RecompileLimitExceeded",
     "Stats",
     "Unsupported",
+    "allow_in_graph",
     "cache_entries",
     "compile",
     "config",
+    "disable",
     "explain",
     "graph_break",
     "list_backends",
@@ -91,4 +97,5 @@ __all__ = [
     "set_logs",
     "stats",
     "testing",
+    "trace_rules",
 ]

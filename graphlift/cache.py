@@ -18,6 +18,7 @@ from typing import Any
 import torch.fx
 
 from graphlift import code_extra
+from graphlift.dynamic_shapes import ShapeMemory
 from graphlift.graph_break import GraphBreak
 from graphlift.guards import CompiledGuards
 
@@ -103,6 +104,7 @@ class ExtraState:
         self.stats = Stats()
         self.breaks: list[GraphBreak] = []
         self.resume_points: dict[tuple, Any] = {}  # (ResumeKey, options) -> ResumePoint
+        self.shape_memory = ShapeMemory()  # sizes and ints earlier compiles saw (automatic dynamic)
 
     def resume_point(self, code: types.CodeType, key: Any, options: Any) -> Any:
         """The resume function continuing this code at ``key`` (made once, then reused)."""
@@ -120,6 +122,11 @@ class ExtraState:
     def move_to_front(self, index: int) -> None:
         entry = self.entries.pop(index)
         self.push_front(entry)
+
+    def remove(self, entry: CacheEntry) -> None:
+        """Drop one entry (a module it pinned has died); absent entries are ignored."""
+        self.entries = [e for e in self.entries if e is not entry]
+        self.head = self.entries[0] if self.entries else None
 
     def next_compile_id(self) -> str:
         global _accumulated_compiles

@@ -45,7 +45,8 @@ class OutputCodegen:
         return name
 
     def source_expr(self, source: Source) -> str:
-        return source.expr()
+        """The source as an expression; a pinned object (a module's parameter) is bound here."""
+        return source.render(self.constant)
 
     def graph_output(self, tensor: VariableTracker) -> str:
         """``__gl_out[i]``: the tensor becomes the graph's i-th output (once, however often)."""
@@ -82,6 +83,7 @@ class OutputCodegen:
     def callable_expr(self, fn: VariableTracker, options: Any) -> str:
         """The callee of an eager call; a user function becomes its compiled wrapper."""
         from graphlift.variables.functions import UserFunctionVariable, UserMethodVariable
+        from graphlift.variables.nn_module import NNModuleVariable
         from graphlift.variables.tensor import TensorMethodVariable
 
         if isinstance(fn, UserFunctionVariable):
@@ -91,6 +93,11 @@ class OutputCodegen:
             return f"{self.constant(functools.partial)}({wrapper}, {fn.obj.reconstruct(self)})"
         if isinstance(fn, TensorMethodVariable):
             return f"{fn.tensor.reconstruct(self)}.{fn.name}"
+        if isinstance(fn, NNModuleVariable) and fn.source is not None:
+            from graphlift.eval_frame import compiled_module_call
+
+            module = fn.reconstruct(self)
+            return f"{self.constant(compiled_module_call)}({module}, {self.constant(options)})"
         return fn.reconstruct(self)
 
     def callable_arg(self, value: VariableTracker, options: Any) -> str:
@@ -119,7 +126,7 @@ class OutputCodegen:
         lines = [f"def __gl_run({', '.join(params)}):"]
         if graph is not None:
             self.namespace["__gl_graph"] = graph
-            call_args = ", ".join(s.expr() for s in input_sources)
+            call_args = ", ".join(self.source_expr(s) for s in input_sources)
             lines.append(f"    __gl_out = __gl_graph({call_args})")
         lines.extend(f"    {statement}" for statement in tail)
         source = "\n".join(lines) + "\n"

@@ -24,7 +24,9 @@ class Setting:
 
 # The registry: name -> Setting. Keep the doc to one line; the README lists these.
 SETTINGS: dict[str, Setting] = {
-    "recompile_limit": Setting(8, "max cache entries per code object before it runs eagerly"),
+    "recompile_limit": Setting(
+        8, "max cache entries per code object (and module instance) before it runs eagerly"
+    ),
     "accumulated_recompile_limit": Setting(
         256, "max compiles across the process before every new miss runs eagerly"
     ),
@@ -38,6 +40,21 @@ SETTINGS: dict[str, Setting] = {
         False, "turn internal translation errors into eager fallback instead of raising"
     ),
     "verbose": Setting(False, "include graphlift's own stack in logged errors"),
+    # Trace rules (graphlift/trace_rules.py). Module names match their submodules too.
+    "inline_modules": Setting(
+        (), "extra modules whose Python functions are traced (beats the skip lists)"
+    ),
+    "skip_modules": Setting(
+        (), "extra modules whose functions are skipped: a call is a graph break"
+    ),
+    "use_polyfills": Setting(
+        True, "trace pure-Python stand-ins for C functions (itertools, heapq, ...)"
+    ),
+    # nn.Module guards (graphlift/variables/nn_module.py).
+    "guard_torch_module_constants": Setting(
+        False, "guard hyperparameters read from torch.nn's own layers (Dropout.p, LayerNorm.eps); "
+        "off: fixed after construction (training flags are always guarded)"
+    ),
 }
 
 

@@ -22,6 +22,7 @@ from graphlift import bytecode, logs
 from graphlift.cache import CacheEntry, ExtraState
 from graphlift.codegen import OutputCodegen
 from graphlift.config import config
+from graphlift.dynamic_shapes import ShapePolicy, install_shape_guards
 from graphlift.exc import Unsupported
 from graphlift.graph_break import GraphBreak, report
 from graphlift.guards import GuardBuilder
@@ -139,7 +140,7 @@ class _Attempt:
 
     def compile(self, break_at: int | None, error: Unsupported | None = None) -> CacheEntry:
         fn, state, signature = self.fn, self.state, self.signature
-        output = OutputGraph()
+        output = OutputGraph(ShapePolicy(state.shape_memory, self.options.dynamic))
         self.guards = guards = GuardBuilder()
         codegen = OutputCodegen()
         start = time.perf_counter()
@@ -154,6 +155,7 @@ class _Attempt:
                 tail = break_tail(tracer, codegen, state, self.options)
             replay = output.side_effects.replay(codegen)
         finally:
+            output.restore_global_state()
             torch._C._set_grad_enabled(grad_mode)  # tracing follows the frame's grad switches
             state.stats.translate_seconds += time.perf_counter() - start
         if error is not None:
@@ -163,13 +165,14 @@ class _Attempt:
         if has_graph:
             guards.global_state()
             _guard_mutated_inputs(output, guards)
-        compiled_guards = guards.compile(signature.params)
         graph_module = graph_callable = None
         if has_graph:
             name = f"GraphModule_{self.compile_id.replace('/', '_')}"
             graph_module, graph_callable, seconds = output.compile(self.options.backend, name)
             state.stats.backend_seconds += seconds
             state.stats.graphs += 1
+        install_shape_guards(output, guards)  # after the backend, which may assume more
+        compiled_guards = guards.compile(signature.params)
         body = [*codegen.statements, *replay, *tail]
         run, run_source = codegen.build(signature.params, body, graph_callable,
                                         [graph_input.source for graph_input in output.inputs])

@@ -7,7 +7,7 @@ function; anything else goes to :func:`_on_miss`::
 
     def f(x, n=2):                                   # same signature as the user's f
         __gl_e = __gl_state.head
-        if __gl_e is not None and __gl_e.options is __gl_opts \
+        if __gl_e is not None and __gl_e.options is __gl_opts and not __gl_off[0] \
                 and __gl_e.check(__gl_fn, __gl_G, x, n):
             __gl_state.stats.hits += 1
             return __gl_e.run(__gl_fn, __gl_G, x, n)
@@ -15,6 +15,8 @@ function; anything else goes to :func:`_on_miss`::
 
 Every name the wrapper adds starts with ``__gl_`` so that it cannot shadow a parameter.
 ``__gl_G`` is ``fn.__globals__``: guards and run functions get the globals from the call.
+``__gl_off[0]`` counts the threads inside ``graphlift.disable(recursive=True)``: while one is,
+every call takes the miss path, where a disabled thread runs the original function.
 
 On a miss the other entries are tried in order (a hit moves to the front), then a new entry is
 compiled and put at the head, unless a recompile limit says the frame should run eagerly.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import threading
 import time
 import types
 import weakref
@@ -48,6 +51,36 @@ from graphlift.resume import RESUME_ATTR
 from graphlift.sources import FN_NAME, GLOBALS_NAME, LocalSource
 
 WRAPPED_ATTR = "_graphlift_fn"  # on a wrapper: the original function
+DISABLED_ATTR = "_graphlift_disabled"  # on a graphlift.disable wrapper: the user's reason
+
+
+class _DisabledState(threading.local):
+    """Per thread: how many recursive ``graphlift.disable`` calls it is inside."""
+
+    depth = 0
+
+
+_disabled = _DisabledState()
+# Threads inside a recursive disable, process-wide. The hit path's one extra test (about 10 ns):
+# while it is not 0, every compiled wrapper goes to _on_miss, which looks at its own thread.
+_disabled_threads = [0]
+_disabled_lock = threading.Lock()
+
+
+def enter_disabled() -> None:
+    """Start running eagerly: compiled functions called from here on run their original."""
+    if _disabled.depth == 0:
+        with _disabled_lock:
+            _disabled_threads[0] += 1
+    _disabled.depth += 1
+
+
+def exit_disabled() -> None:
+    """Undo one :func:`enter_disabled`."""
+    _disabled.depth -= 1
+    if _disabled.depth == 0:
+        with _disabled_lock:
+            _disabled_threads[0] -= 1
 
 
 def compile(fn: Callable | None = None, *, backend: str | Callable = "eager",
@@ -71,6 +104,8 @@ def compile(fn: Callable | None = None, *, backend: str | Callable = "eager",
 
 def _compile(fn: Callable, options: CompileOptions) -> Callable:
     fn = getattr(fn, WRAPPED_ATTR, fn)
+    if isinstance(fn, types.FunctionType) and DISABLED_ATTR in fn.__dict__:
+        return fn  # graphlift.disable: it always runs eagerly
     if isinstance(fn, types.MethodType):
         return types.MethodType(_compile(fn.__func__, options), fn.__self__)
     if isinstance(fn, torch.nn.Module):
@@ -94,29 +129,36 @@ def _call_module(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
 class OptimizedModule(torch.nn.Module):
     """What ``graphlift.compile(module)`` returns, like torch.compile's wrapper of the same name.
 
-    Calling it runs ``module(*args, **kwargs)`` compiled: hooks and ``forward`` of the whole
-    module tree are traced into one graph. The wrapper holds the module as ``_orig_mod`` (a
-    submodule, so ``train()``, ``eval()``, ``to()`` and ``apply()`` reach it); other attributes,
-    ``state_dict``, ``load_state_dict``, ``named_parameters`` and ``named_buffers`` (so also
-    ``parameters()``) are the original module's, without torch.compile's ``_orig_mod.`` prefix.
-    ``graphlift.stats(wrapper)`` and ``cache_entries(wrapper)`` read this wrapper's own cache.
+    Calling it runs ``module(*args, **kwargs)`` compiled: the module's ``forward`` frame is
+    compiled (every submodule call in it is inlined, so the whole tree is one graph); when the
+    module has forward hooks, a frame that calls the module is compiled instead, hooks and all.
+    The wrapper holds the module as ``_orig_mod`` (a submodule, so ``train()``, ``eval()``,
+    ``to()`` and ``apply()`` reach it); other attributes, ``state_dict``, ``load_state_dict``,
+    ``named_parameters`` and ``named_buffers`` (so also ``parameters()``) are the original
+    module's, without torch.compile's ``_orig_mod.`` prefix. ``graphlift.stats(wrapper)`` and
+    ``cache_entries(wrapper)`` read the cache of the forward's code object.
     """
 
     def __init__(self, module: torch.nn.Module, options: CompileOptions) -> None:
         super().__init__()
         self._orig_mod = module
-        forward = getattr(type(module).forward, "__code__", _call_module.__code__)
-        # A code object of its own: its own cache and counters, named like the module's forward.
-        code = _call_module.__code__.replace(
-            co_name="forward", co_qualname=f"{type(module).__qualname__}.forward",
-            co_filename=forward.co_filename, co_firstlineno=forward.co_firstlineno)
-        call = types.FunctionType(code, _call_module.__globals__, "forward")
-        self.__dict__[WRAPPED_ATTR] = call  # what stats() and cache_entries() look up
-        self.__dict__["_graphlift_call"] = make_wrapper(call, options)
-        self.__dict__["_graphlift_module"] = module  # read on every call: no Module.__getattr__
+        forward = module.forward
+        hooked = compiled_wrapper(_call_module, options)
+        plain = isinstance(forward, types.MethodType) and forward.__self__ is module and \
+            isinstance(forward.__func__, types.FunctionType)
+        # Read on every call, from the instance dict: no Module.__getattr__ on the hit path.
+        self.__dict__["_graphlift_module"] = module
+        self.__dict__["_graphlift_hooked"] = hooked
+        self.__dict__["_graphlift_forward"] = _compile(forward.__func__, options) if plain \
+            else None  # a forward set on the instance: the module call is compiled instead
+        # What stats() and cache_entries() read.
+        self.__dict__[WRAPPED_ATTR] = forward.__func__ if plain else _call_module
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self._graphlift_call(self._graphlift_module, *args, **kwargs)
+        module = self._graphlift_module
+        if self._graphlift_forward is None or _has_hooks(module):
+            return self._graphlift_hooked(module, *args, **kwargs)
+        return self._graphlift_forward(module, *args, **kwargs)
 
     @property
     def training(self) -> bool:  # type: ignore[override]
@@ -152,12 +194,27 @@ class OptimizedModule(torch.nn.Module):
 
 
 def compiled_module_call(module: torch.nn.Module, options: CompileOptions) -> Callable:
-    """``module`` called compiled, for a module call that runs at a graph break.
+    """``module`` called at a graph break: its ``forward`` frame is compiled on its own.
 
-    All such calls share one code object; each module instance gets its own entries (the module
-    is pinned by identity), and the recompile limit counts per instance.
+    This is the frame that a frame-evaluation hook would see next, so a break deeper inside it
+    splits that frame in turn. Module instances of one class share ``forward``'s code object;
+    each gets entries of its own (pinned by identity; the recompile limit counts per instance).
+    A module with hooks, or with a ``forward`` of its own, is called as it is.
     """
-    return functools.partial(compiled_wrapper(_call_module, options), module)
+    forward = type(module).forward
+    if "forward" in module.__dict__ or not isinstance(forward, types.FunctionType) or \
+            _has_hooks(module):
+        return module
+    return functools.partial(compiled_wrapper(forward, options), module)
+
+
+def _has_hooks(module: torch.nn.Module) -> bool:
+    """What ``Module._call_impl`` checks before it takes its fast path."""
+    hooks = torch.nn.modules.module
+    return bool(module._backward_hooks or module._backward_pre_hooks or module._forward_hooks
+                or module._forward_pre_hooks or hooks._global_backward_pre_hooks
+                or hooks._global_backward_hooks or hooks._global_forward_hooks
+                or hooks._global_forward_pre_hooks)
 
 
 NESTED_ATTR = "_graphlift_nested"  # on a function: {options: its wrapper} for nested calls
@@ -187,6 +244,7 @@ def make_wrapper(fn: types.FunctionType, options: CompileOptions) -> Callable:
     namespace: dict[str, Any] = {
         "__gl_state": state,
         "__gl_opts": options,
+        "__gl_off": _disabled_threads,
         FN_NAME: fn,
         GLOBALS_NAME: fn.__globals__,
         "__gl_miss": functools.partial(_on_miss, fn, state, options,
@@ -196,7 +254,8 @@ def make_wrapper(fn: types.FunctionType, options: CompileOptions) -> Callable:
     source = (
         f"def {_safe_name(fn)}({_parameter_list(fn, namespace)}):\n"
         f"    __gl_e = __gl_state.head\n"
-        f"    if __gl_e is not None and __gl_e.options is __gl_opts and __gl_e.check({params}):\n"
+        f"    if __gl_e is not None and __gl_e.options is __gl_opts and not __gl_off[0] \\\n"
+        f"            and __gl_e.check({params}):\n"
         f"        __gl_state.stats.hits += 1\n"
         f"        return __gl_e.run({params})\n"
         f"    return __gl_miss(({params},))\n"
@@ -258,9 +317,14 @@ def _parameter_list(fn: types.FunctionType, namespace: dict[str, Any]) -> str:
 def _on_miss(fn: types.FunctionType, state: ExtraState, options: CompileOptions,
              run_eagerly: Callable, args: tuple) -> Any:
     """The head entry's guards failed: try the others, then compile or fall back."""
+    first = 1  # the head failed on the fast path
+    if _disabled_threads[0]:  # some thread is inside graphlift.disable(recursive=True)
+        if _disabled.depth:
+            return run_eagerly(*args)  # this one: nothing it calls is compiled
+        first = 0  # another one: the fast path did not try the head
     start = time.perf_counter()
     entries = state.entries
-    for index in range(1, len(entries)):  # the head failed on the fast path
+    for index in range(first, len(entries)):
         entry = entries[index]
         if entry.options is options and _passes(entry, args):
             state.move_to_front(index)
@@ -353,8 +417,8 @@ def _may_recompile(fn: types.FunctionType, state: ExtraState, options: CompileOp
 def _dynamic_lines(fn: types.FunctionType, state: ExtraState, options: CompileOptions,
                    args: tuple) -> str:
     """The sizes and ints that changed since the last compile: automatic dynamic takes them."""
-    if options.dynamic is False:
-        return ""
+    if options.dynamic is not None:
+        return ""  # dynamic=False keeps them static; under dynamic=True they already are
     changes = state.shape_memory.changes(FrameSignature.of(fn.__code__).params, args)
     if not changes:
         return ""

@@ -57,3 +57,7 @@ class RecompileLimitExceeded(GraphliftError):
 
 class GuardBuildError(GraphliftError):
     """A guard could not be built for a value the graph depends on."""
+
+
+class ConstraintViolationError(GraphliftError):
+    """A dimension marked dynamic (``graphlift.mark_dynamic``) was specialized while tracing."""

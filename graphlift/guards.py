@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import math
+import operator
 import sys
 import types
 import weakref
@@ -20,7 +21,7 @@ from typing import Any
 
 import torch
 
-from graphlift.sources import Source
+from graphlift.sources import Source, is_pinned
 
 
 class GuardKind(enum.Enum):
@@ -35,6 +36,8 @@ class GuardKind(enum.Enum):
     LENGTH_CHECK = "length_check"  # len(v) == n for tuples and lists whose items were read
     DICT_KEYS = "dict_keys"  # list(d) == [keys...] for dicts whose items were read
     GLOBAL_STATE = "global_state"  # grad mode, autocast, default dtype
+    NN_MODULE = "nn_module"  # a pinned module is unchanged: structure version, tensor flags
+    SYMBOLIC_SHAPE = "symbolic_shape"  # what the ShapeEnv assumed: 2 <= s0, s0 == s1, 2*s0 <= 100
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,8 @@ class Guard:
     text: str  # display, e.g. "L['n'] == 3"
     check: str  # Python expression over the generated function's parameters
     current: str | None = None  # expression for "now ..." in recompile reasons
+    current_names: tuple[str, ...] = ()  # set when ``current`` is a tuple: what each item is
+    zero_one: bool = False  # a size's lower bound of 2: failing it means a size of 0 or 1
 
 
 # Global state that changes what a graph computes. Bound C functions: cheapest to call.
@@ -63,6 +68,9 @@ class CompiledGuards:
     params: tuple[str, ...]
     namespace: dict[str, Any]
     _checks: list[Callable[..., bool]] | None = field(default=None, repr=False)
+    # (source, weak reference) of each nn.Module the entry pinned by identity: the per-instance
+    # recompile limit and dropping the entry when the module dies read these.
+    module_roots: tuple[tuple[Source, Any], ...] = ()
 
     def texts(self) -> list[str]:
         return [g.text for g in self.guards]
@@ -85,7 +93,13 @@ class CompiledGuards:
             value = _lambda(self.params, guard.current, self.namespace)(*args)
         except Exception:
             return ""
-        return f" (now {value!r})"
+        if guard.current_names:
+            now = ", ".join(f"{n} = {v!r}" for n, v in zip(guard.current_names, value))
+        else:
+            now = repr(value)
+        if guard.zero_one and value in (0, 1):
+            now += "; sizes 0 and 1 are always specialized, so this size gets an entry of its own"
+        return f" (now {now})"
 
     def _per_guard_checks(self) -> list[Callable[..., bool]]:
         if self._checks is None:
@@ -111,11 +125,17 @@ class GuardBuilder:
         # convert_frame.FrameSignature), so that no cache entry keeps a module's globals alive.
         self.namespace: dict[str, Any] = {
             "torch": torch,
+            "math": math,  # rendered shape guards may call math.floor, math.ceil
             "__gl_copysign": math.copysign,
             "__gl_grad": _is_grad_enabled,
             "__gl_autocast": _is_autocast_enabled,
             "__gl_default_dtype": _get_default_dtype,
+            "__gl_requires_grad": operator.attrgetter("requires_grad"),
         }
+        self.module_roots: list[tuple[Source, Any]] = []
+        self._refs: dict[int, str] = {}  # id -> object_ref expression, one name per object
+        self._kept: list[Any] = []
+        self._module_flags: tuple[list[torch.Tensor], list[bool]] | None = None
 
     # -- helpers -------------------------------------------------------------------------------
     def const(self, value: Any) -> str:
@@ -132,12 +152,23 @@ class GuardBuilder:
         object through the object's ``__globals__`` or methods, a cycle through the code object's
         extra slot that the garbage collector cannot see. A dead reference reads None.
         """
+        known = self._refs.get(id(value))
+        if known is not None:
+            return known
         if _reachable_by_import(value):
-            return self.const(value)
-        try:
-            return f"{self.const(weakref.ref(value))}()"
-        except TypeError:  # not weak-referenceable
-            return self.const(value)
+            ref = self.const(value)
+        else:
+            try:
+                ref = f"{self.const(weakref.ref(value))}()"
+            except TypeError:  # not weak-referenceable
+                ref = self.const(value)
+        self._refs[id(value)] = ref
+        self._kept.append(value)  # while tracing: an id is not reused before compile()
+        return ref
+
+    def expr(self, source: Source) -> str:
+        """``source`` as a Python expression here; pinned objects are bound, not walked to."""
+        return source.render(self.object_ref)
 
     def _once(self, key: tuple) -> bool:
         """True the first time ``key`` is seen; guards are deduplicated by kind and source."""
@@ -153,16 +184,17 @@ class GuardBuilder:
     def type_match(self, source: Source, value: Any) -> None:
         if not self._once((GuardKind.TYPE_MATCH, source)):
             return
-        check = f"type({source.expr()}) is {self.object_ref(type(value))}"
+        e = self.expr(source)
+        check = f"type({e}) is {self.object_ref(type(value))}"
         self._add(Guard(GuardKind.TYPE_MATCH, f"type({source.name()}) is {_qualname(type(value))}",
-                        check, f"type({source.expr()})"))
+                        check, f"type({e})"))
         self._fast.append(check)
 
     def id_match(self, source: Source, value: Any) -> None:
         if not self._once((GuardKind.ID_MATCH, source)):
             return
         # "is not None": a dead weak reference must not match a source that now holds None.
-        check = f"{source.expr()} is {self.object_ref(value)} is not None"
+        check = f"{self.expr(source)} is {self.object_ref(value)} is not None"
         self._add(Guard(GuardKind.ID_MATCH, f"{source.name()} is {_describe(value)}", check))
         self._fast.append(check)
 
@@ -170,7 +202,7 @@ class GuardBuilder:
         """Type and value; None, bools and dtypes compare by identity."""
         if not self._once((GuardKind.CONSTANT_MATCH, source)):
             return
-        expr = source.expr()
+        expr = self.expr(source)
         if value is None or isinstance(value, (bool, torch.dtype)):
             check = f"{expr} is {self.const(value)}"
             self._add(Guard(GuardKind.CONSTANT_MATCH, f"{source.name()} is {value!r}", check, expr))
@@ -186,10 +218,16 @@ class GuardBuilder:
         self._add(Guard(GuardKind.CONSTANT_MATCH, f"{source.name()} == {value!r}", check, expr))
         self._fast.append(check)
 
-    def tensor_match(self, source: Source, tensor: torch.Tensor) -> None:
+    def tensor_match(self, source: Source, tensor: torch.Tensor,
+                     dynamic_dims: frozenset[int] = frozenset()) -> None:
+        """Type, dtype, device, requires_grad, rank, and the sizes and strides the graph fixed.
+
+        Dimensions in ``dynamic_dims`` are symbols: their sizes, and the tensor's strides, are
+        guarded by the ShapeEnv's guards instead (see :mod:`graphlift.dynamic_shapes`).
+        """
         if not self._once((GuardKind.TENSOR_MATCH, source)):
             return
-        e, n = source.expr(), source.name()
+        e, n = self.expr(source), source.name()
         self.type_match(source, tensor)
         dtype = self.const(tensor.dtype)
         self._tensor_guard(f"{n}.dtype == {tensor.dtype}", f"{e}.dtype is {dtype}", f"{e}.dtype")
@@ -201,51 +239,133 @@ class GuardBuilder:
         rg = tensor.requires_grad
         self._tensor_guard(f"{n}.requires_grad == {rg}",
                            f"{e}.requires_grad is {rg}", f"{e}.requires_grad")
-        sizes, strides = tuple(tensor.shape), tuple(tensor.stride())
-        self._fast.append(f"{e}.shape == {self.const(sizes)}")
-        self._fast.append(f"{e}.stride() == {self.const(strides)}")
+        sizes = tuple(tensor.shape)
+        if dynamic_dims:
+            self._fast.extend(_static_size_checks(e, sizes, dynamic_dims, self.const))
+        else:
+            self._fast.append(f"{e}.shape == {self.const(sizes)}")
+            self._fast.append(f"{e}.stride() == {self.const(tuple(tensor.stride()))}")
         self._add(Guard(GuardKind.TENSOR_MATCH, f"{n}.dim() == {len(sizes)}",
                         f"{e}.dim() == {len(sizes)}", f"{e}.dim()"))
         for i, size in enumerate(sizes):
-            self._add(Guard(GuardKind.TENSOR_MATCH, f"{n}.size()[{i}] == {size}",
-                            f"{e}.size()[{i}] == {size}", f"{e}.size()[{i}]"))
-        for i, stride in enumerate(strides):
-            self._add(Guard(GuardKind.TENSOR_MATCH, f"{n}.stride()[{i}] == {stride}",
-                            f"{e}.stride()[{i}] == {stride}", f"{e}.stride()[{i}]"))
+            if i not in dynamic_dims:
+                self._add(Guard(GuardKind.TENSOR_MATCH, f"{n}.size()[{i}] == {size}",
+                                f"{e}.size()[{i}] == {size}", f"{e}.size()[{i}]"))
+        if not dynamic_dims:
+            for i, stride in enumerate(tensor.stride()):
+                self._add(Guard(GuardKind.TENSOR_MATCH, f"{n}.stride()[{i}] == {stride}",
+                                f"{e}.stride()[{i}] == {stride}", f"{e}.stride()[{i}]"))
 
     def _tensor_guard(self, text: str, check: str, current: str) -> None:
         self._add(Guard(GuardKind.TENSOR_MATCH, text, check, current))
         self._fast.append(check)
 
+    def symbolic_shape(self, text: str, check: str, fast: str | None,
+                       currents: tuple[tuple[str, str], ...] = (), zero_one: bool = False) -> None:
+        """A relation between sizes and ints that the trace assumed (rendered by
+        :func:`graphlift.dynamic_shapes.install_shape_guards`).
+
+        ``fast`` is the form for the generated function, where it may bind a symbol to a name
+        (``2 <= (__gl_s0 := x.size()[0])``) for the guards after it; None when another guard's
+        fast form already covers this one. ``currents`` lists (display, expression) of the values
+        that a miss message shows.
+        """
+        if len(currents) == 1:
+            current, names = currents[0][1], ()
+        else:
+            current = f"({''.join(c[1] + ', ' for c in currents)})" if currents else None
+            names = tuple(c[0] for c in currents)
+        self._add(Guard(GuardKind.SYMBOLIC_SHAPE, text, check, current, names, zero_one))
+        if fast is not None:
+            self._fast.append(fast)
+
     def same_object(self, source: Source, other: Source) -> None:
         if not self._once((GuardKind.SAME_OBJECT, source, other)):
             return
-        check = f"{source.expr()} is {other.expr()}"
+        if is_pinned(source) and is_pinned(other):
+            return  # both objects are proven by identity: they are the objects seen while tracing
+        check = f"{self.expr(source)} is {self.expr(other)}"
         self._add(Guard(GuardKind.SAME_OBJECT, f"{source.name()} is {other.name()}", check))
         self._fast.append(check)
 
     def not_aliased(self, source: Source, other: Source) -> None:
         if not self._once((GuardKind.NOT_ALIASED, source, other)):
             return
-        check = f"{source.expr()} is not {other.expr()}"
+        if is_pinned(source) and is_pinned(other):
+            return  # two distinct objects, each proven by identity
+        check = f"{self.expr(source)} is not {self.expr(other)}"
         self._add(Guard(GuardKind.NOT_ALIASED, f"{source.name()} is not {other.name()}", check))
         self._fast.append(check)
 
     def length_check(self, source: Source, length: int) -> None:
         if not self._once((GuardKind.LENGTH_CHECK, source)):
             return
-        check = f"len({source.expr()}) == {length}"
+        e = self.expr(source)
+        check = f"len({e}) == {length}"
         self._add(Guard(GuardKind.LENGTH_CHECK, f"len({source.name()}) == {length}", check,
-                        f"len({source.expr()})"))
+                        f"len({e})"))
         self._fast.append(check)
 
     def dict_keys(self, source: Source, keys: list) -> None:
         if not self._once((GuardKind.DICT_KEYS, source)):
             return
-        check = f"list({source.expr()}) == {self.const(keys)}"
+        e = self.expr(source)
+        check = f"list({e}) == {self.const(keys)}"
         self._add(Guard(GuardKind.DICT_KEYS, f"list({source.name()}) == {keys!r}", check,
-                        f"list({source.expr()})"))
+                        f"list({e})"))
         self._fast.append(check)
+
+    # -- nn.Module guards (see graphlift.variables.nn_module) -----------------------------------
+    def nn_module_root(self, source: Source, module: Any, version: Any) -> None:
+        """A module pinned by identity, and the one integer that keeps its members pinned.
+
+        ``version.value`` is bumped by torch's registration hooks whenever a parameter, buffer or
+        submodule of a module that some entry pinned is assigned or registered. While it holds,
+        every member reached through the module's registries is the object seen while tracing.
+        """
+        self.id_match(source, module)
+        if self._once((GuardKind.NN_MODULE, "root", source)):
+            self.module_roots.append((source, weakref.ref(module)))
+        if self._once((GuardKind.NN_MODULE, "version")):
+            holder = self.const(version)
+            check = f"{holder}.value == {version.value}"
+            self._add(Guard(GuardKind.NN_MODULE,
+                            f"nn_module_structure_version == {version.value}", check,
+                            f"{holder}.value"))
+            self._fast.append(check)
+
+    def nn_module_tensor(self, source: Source, tensor: torch.Tensor) -> None:
+        """A parameter or buffer of a pinned module: its identity is proven, not its flags.
+
+        What a tensor changes in place without a registration hook is checked cheaply instead of
+        a full tensor match: requires_grad (when grad mode is on, where it decides what autograd
+        records; one C-level map over all such tensors), and dtype and device of the first
+        parameter of each root (``model.half()`` or ``model.to(device)`` change every one of them
+        in place). Shapes changed in place (``resize_``, ``p.data = ...``) are not checked.
+        """
+        if not self._once((GuardKind.NN_MODULE, "tensor", source)):
+            return
+        e, n = self.expr(source), source.name()
+        if self.initial_state[0]:
+            if self._module_flags is None:
+                self._module_flags = ([], [])
+                tensors, flags = (self.const(x) for x in self._module_flags)
+                self._fast.append(f"list(map(__gl_requires_grad, {tensors})) == {flags}")
+            self._module_flags[0].append(tensor)
+            self._module_flags[1].append(tensor.requires_grad)
+            self._add(Guard(GuardKind.NN_MODULE, f"{n}.requires_grad == {tensor.requires_grad}",
+                            f"{e}.requires_grad is {tensor.requires_grad}", f"{e}.requires_grad"))
+        if isinstance(tensor, torch.nn.Parameter) and \
+                self._once((GuardKind.NN_MODULE, "dtype", source.root())):
+            device = f"{e}.is_cpu" if tensor.device.type == "cpu" else \
+                f"{e}.device == {self.const(tensor.device)}"
+            for text, check, current in (
+                (f"{n}.dtype == {tensor.dtype}", f"{e}.dtype is {self.const(tensor.dtype)}",
+                 f"{e}.dtype"),
+                (f"{n}.device == {tensor.device!r}", device, f"{e}.device"),
+            ):
+                self._add(Guard(GuardKind.NN_MODULE, text, check, current))
+                self._fast.append(check)
 
     def global_state(self) -> None:
         """Grad mode, autocast and the default dtype: each changes what a graph computes."""
@@ -272,7 +392,25 @@ class GuardBuilder:
         namespace = dict(self.namespace)
         exec(compile(source, f"<graphlift {name}>", "exec"), namespace)  # noqa: S102
         fn = namespace[f"__gl_{name}"]
-        return CompiledGuards(fn, source, list(self.guards), params, namespace)
+        return CompiledGuards(fn, source, list(self.guards), params, namespace,
+                              module_roots=tuple(self.module_roots))
+
+
+def _static_size_checks(expr: str, sizes: tuple[int, ...], dynamic_dims: frozenset[int],
+                        const: Callable[[Any], str]) -> list[str]:
+    """Rank and static sizes of a tensor with dynamic dimensions, in as few checks as can be.
+
+    The common case, dynamic leading dimensions (batch, sequence), is one slice compare, which
+    also fixes the rank: ``x.shape[1:] == (4,)``.
+    """
+    first_static = max(dynamic_dims) + 1
+    tail = sizes[first_static:]
+    if dynamic_dims == frozenset(range(first_static)) and tail:
+        return [f"{expr}.shape[{first_static}:] == {const(tail)}"]
+    checks = [f"{expr}.dim() == {len(sizes)}"]
+    checks += [f"{expr}.shape[{i}] == {size}" for i, size in enumerate(sizes)
+               if i not in dynamic_dims]
+    return checks
 
 
 def _reachable_by_import(value: Any) -> bool:

@@ -3,11 +3,14 @@
 Every tensor the translator sees is a :class:`~graphlift.variables.TensorVariable` holding an FX
 node and a fake tensor with the same metadata. Real tensors enter only as graph inputs
 (placeholders, each tied to the :class:`~graphlift.sources.Source` that reaches it again at run
-time); operations run on fake tensors while tracing, so shapes and dtypes are known constants.
+time); operations run on fake tensors while tracing, so dtypes are known constants, and so are
+sizes, except the dynamic ones: those are symbols of the fake mode's ``ShapeEnv`` (see
+:mod:`graphlift.dynamic_shapes`, which decides which, and guards what the trace assumed).
 """
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import time
 from collections.abc import Callable
@@ -16,10 +19,20 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch._guards import TracingContext, tracing
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import StatelessSymbolicContext
 
 from graphlift import logs
 from graphlift.backends import call_graph_callable, lookup_backend
+from graphlift.dynamic_shapes import (
+    SIZE_DYNAMIC,
+    SIZE_STATIC,
+    ShapePolicy,
+    TorchSource,
+    new_shape_env,
+    tracing_location,
+)
 from graphlift.exc import BackendCompilerFailed
 from graphlift.side_effects import SideEffects
 from graphlift.sources import Source, placeholder_name
@@ -31,20 +44,28 @@ class GraphInput:
 
     source: Source
     node: torch.fx.Node
-    example: torch.Tensor  # the real tensor seen while tracing
-    fake: torch.Tensor
+    example: torch.Tensor | int  # the real value seen while tracing
+    fake: torch.Tensor | torch.SymInt
+    dynamic_dims: frozenset[int] = frozenset()  # dimensions whose size is a symbol
 
 
 class OutputGraph:
     """Owns the FX graph, the fake mode and the inputs for one translation."""
 
-    def __init__(self) -> None:
+    def __init__(self, shape_policy: ShapePolicy | None = None) -> None:
         self.graph = torch.fx.Graph()
-        self.fake_mode = FakeTensorMode()
+        self.shape_env = new_shape_env()
+        self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
+        self.shape_policy = shape_policy or ShapePolicy()
+        self.dynamic_tensors: list[tuple[Source, torch.Tensor]] = []  # (source, fake)
+        self.marked_dims: list[tuple[Source, int, Any]] = []  # mark_dynamic: (source, dim, symbol)
+        self.guard_locations: list[str | None] = []  # where each ShapeEnv guard was recorded
+        self._size_nodes: dict[tuple[torch.fx.Node, int], torch.fx.Node] = {}
         self.inputs: list[GraphInput] = []
         self._input_by_id: dict[int, GraphInput] = {}
         self.mutated_inputs: set[int] = set()  # indexes into self.inputs
         self.side_effects = SideEffects()
+        self._real_contexts: list[Any] = []
 
     # -- inputs --------------------------------------------------------------------------------
     def input_for(self, value: torch.Tensor) -> GraphInput | None:
@@ -52,8 +73,36 @@ class OutputGraph:
         return self._input_by_id.get(id(value))
 
     def add_input(self, source: Source, value: torch.Tensor) -> GraphInput:
-        """Lift a real tensor into a placeholder; placeholders stay ahead of every other node."""
-        fake = self.fake_mode.from_tensor(value, static_shapes=True)
+        """Lift a real tensor into a placeholder, faked with the sizes the shape policy wants."""
+        dynamic, marked = self.shape_policy.tensor_dims(source, value)
+        if dynamic:
+            context = StatelessSymbolicContext(dynamic_sizes=[
+                SIZE_DYNAMIC if dim in dynamic else SIZE_STATIC for dim in range(value.dim())])
+            fake = self.fake_mode.from_tensor(value, source=TorchSource(source),
+                                              symbolic_context=context)
+        else:
+            fake = self.fake_mode.from_tensor(value, static_shapes=True)
+        # A dimension asked to be dynamic with size 0 or 1 is specialized: still a constant.
+        symbolic = frozenset(d for d, size in enumerate(fake.shape)
+                             if isinstance(size, torch.SymInt))
+        if symbolic:
+            self.dynamic_tensors.append((source, fake))
+            self.marked_dims.extend((source, d, fake.shape[d].node.expr)
+                                    for d in sorted(marked & symbolic))
+        graph_input = self._placeholder(source, value, fake, symbolic)
+        self._input_by_id[id(value)] = graph_input
+        return graph_input
+
+    def add_symint_input(self, source: Source, value: int) -> GraphInput:
+        """Lift a dynamic int into a placeholder whose example is a SymInt of its own symbol."""
+        symbol = self.shape_env.create_unspecified_symbol(
+            value, source=TorchSource(source), dynamic_dim=SIZE_DYNAMIC)
+        fake = self.shape_env.create_symintnode(symbol, hint=value, source=TorchSource(source))
+        return self._placeholder(source, value, fake, frozenset())
+
+    def _placeholder(self, source: Source, value: Any, fake: Any,
+                     dynamic_dims: frozenset[int]) -> GraphInput:
+        """A new placeholder; placeholders stay ahead of every other node."""
         first_op = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
         name = placeholder_name(source)
         if first_op is None:
@@ -63,10 +112,27 @@ class OutputGraph:
                 node = self.graph.placeholder(name)
         node.meta["example_value"] = fake
         node.meta["source"] = source.name()
-        graph_input = GraphInput(source, node, value, fake)
+        graph_input = GraphInput(source, node, value, fake, dynamic_dims)
         self.inputs.append(graph_input)
-        self._input_by_id[id(value)] = graph_input
         return graph_input
+
+    def size_node(self, tensor: torch.fx.Node, dim: int) -> torch.fx.Node:
+        """``tensor.size(dim)`` as a node, one per tensor and dim (unused ones are dropped)."""
+        key = (tensor, dim)
+        if key not in self._size_nodes:
+            self._size_nodes[key] = self.create_node("call_method", "size", (tensor, dim), {})
+        return self._size_nodes[key]
+
+    def note_guards(self) -> None:
+        """Remember where the trace was when the ShapeEnv recorded its newest guards."""
+        new = len(self.shape_env.guards) - len(self.guard_locations)
+        if new > 0:
+            self.guard_locations.extend([tracing_location()] * new)
+
+    @property
+    def has_symbols(self) -> bool:
+        """Whether any size or int of this trace is symbolic."""
+        return bool(self.shape_env.var_to_sources)
 
     def mark_mutated(self, fake: torch.Tensor) -> None:
         """The graph mutates this tensor in place; if it is an input, remember which."""
@@ -80,6 +146,18 @@ class OutputGraph:
         node = self.graph.create_node(op, target, args, kwargs)
         node.meta["mutates"] = mutates
         return node
+
+    def enter_real_context(self, context: Any) -> None:
+        """A context (autocast) entered for real while tracing; undone at the end of the trace."""
+        self._real_contexts.append(context)
+
+    def exit_real_context(self) -> None:
+        self._real_contexts.pop().__exit__(None, None, None)
+
+    def restore_global_state(self) -> None:
+        """Leave every context the trace entered for real (a trace may stop inside a block)."""
+        while self._real_contexts:
+            self.exit_real_context()
 
     def finish(self, outputs: list[torch.fx.Node]) -> None:
         """Add the output node, drop dead nodes and unused inputs (their guards stay)."""
@@ -115,7 +193,12 @@ class OutputGraph:
         backend_fn = lookup_backend(backend)
         start = time.perf_counter()
         try:
-            compiled = backend_fn(gm, examples)
+            # With symbolic inputs the backend must trace with our fake mode (found through the
+            # tracing context, as AOTAutograd and inductor look for it): faking the real examples
+            # on its own would specialize every size to this call's.
+            with tracing(TracingContext(self.fake_mode)) if self.has_symbols \
+                    else contextlib.nullcontext():
+                compiled = backend_fn(gm, examples)
         except Exception as error:
             label = backend if isinstance(backend, str) else getattr(backend, "__name__", backend)
             raise BackendCompilerFailed(

@@ -9,7 +9,9 @@ their own names, the function object as ``__gl_fn`` and the module globals as ``
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 FN_NAME = "__gl_fn"  # the function object, for closure cells
 GLOBALS_NAME = "__gl_G"  # the function's module globals
@@ -23,6 +25,8 @@ class SourceKind(enum.Enum):
     CLOSURE = "closure"  # a free variable (closure cell) of the frame's function
     ATTR = "attr"  # an attribute of another source
     ITEM = "item"  # an index into another source (tuple, list, dict)
+    MODULE_MEMBER = "module_member"  # a submodule, parameter or buffer of a pinned nn.Module
+    MODULE_GLOBALS = "module_globals"  # the globals of an imported Python module
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,14 @@ class Source:
     def root(self) -> Source:
         """The source this one is reached through (itself for locals, globals and cells)."""
         return self
+
+    def render(self, bind: Callable[[Any], str]) -> str:
+        """Like :meth:`expr`, but objects pinned at compile time become names made by ``bind``.
+
+        A pinned object's identity is proven by other guards (see :class:`ModuleMemberSource`),
+        so generated code may refer to it directly instead of walking the path every call.
+        """
+        return self.expr()
 
 
 @dataclass(frozen=True)
@@ -95,6 +107,9 @@ class AttrSource(Source):
     def expr(self) -> str:
         return f"{self.base.expr()}.{self.attr}"
 
+    def render(self, bind: Callable[[Any], str]) -> str:
+        return f"{self.base.render(bind)}.{self.attr}"
+
     def root(self) -> Source:
         return self.base.root()
 
@@ -111,8 +126,73 @@ class ItemSource(Source):
     def expr(self) -> str:
         return f"{self.base.expr()}[{self.index!r}]"
 
+    def render(self, bind: Callable[[Any], str]) -> str:
+        return f"{self.base.render(bind)}[{self.index!r}]"
+
     def root(self) -> Source:
         return self.base.root()
+
+
+@dataclass(frozen=True)
+class ModuleMemberSource(Source):
+    """A submodule, parameter or buffer of an ``nn.Module``, read from its registry dict.
+
+    Shown the way users write it (``L['self'].layers[0].weight``); evaluated through the registry
+    (``self._modules['layers']._modules['0']._parameters['weight']``), which skips the slow
+    ``Module.__getattr__``. The module guards (identity of the root module, and the structure
+    version that registration hooks bump) prove that the member is still ``value``, so
+    generated code may use ``value`` itself (:meth:`render`): no path walk on a cache hit.
+    """
+
+    base: Source
+    member: str
+    registry: str  # "_modules", "_parameters" or "_buffers"
+    value: Any = field(compare=False, repr=False)
+    indexed: bool = False  # a ModuleList/Sequential/ParameterList item: shown as base[0]
+    kind = SourceKind.MODULE_MEMBER
+
+    def name(self) -> str:
+        if self.indexed:
+            return f"{self.base.name()}[{self.member}]"
+        if not self.member.isidentifier():  # a ModuleDict key
+            return f"{self.base.name()}[{self.member!r}]"
+        return f"{self.base.name()}.{self.member}"
+
+    def expr(self) -> str:
+        return f"{self.base.expr()}.{self.registry}[{self.member!r}]"
+
+    def root(self) -> Source:
+        return self.base.root()
+
+    def render(self, bind: Callable[[Any], str]) -> str:
+        return bind(self.value)
+
+
+@dataclass(frozen=True)
+class ModuleGlobalsSource(Source):
+    """The globals of an imported module: where an inlined function from that module reads.
+
+    ``value`` is the module's ``__dict__`` (a function's ``__globals__`` cannot be reassigned, so
+    it stays the same dict); generated code binds it directly.
+    """
+
+    module_name: str
+    value: Any = field(compare=False, repr=False)
+    kind = SourceKind.MODULE_GLOBALS
+
+    def name(self) -> str:
+        return f"sys.modules[{self.module_name!r}].__dict__"
+
+    def expr(self) -> str:
+        return f"__import__('sys').modules[{self.module_name!r}].__dict__"
+
+    def render(self, bind: Callable[[Any], str]) -> str:
+        return bind(self.value)
+
+
+def is_pinned(source: Source) -> bool:
+    """Whether generated code may refer to the source's object directly (see ``render``)."""
+    return source.kind in (SourceKind.MODULE_MEMBER, SourceKind.MODULE_GLOBALS)
 
 
 def needs_function(source: Source) -> bool:

@@ -20,7 +20,7 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from graphlift import bytecode
+from graphlift import bytecode, trace_rules
 from graphlift.bytecode import Instruction
 from graphlift.exc import GraphliftError, Unsupported
 from graphlift.graph_break import default_hints
@@ -73,6 +73,12 @@ REFLECTED_NAMES = frozenset({"add", "sub", "mul", "matmul", "truediv", "floordiv
 SELF_MATCHING = frozenset({bool, bytearray, bytes, dict, float, frozenset, int, list, set, str,
                            tuple})
 
+# Comparison -> (its dunder, the reflected dunder tried on the right operand).
+COMPARE_DUNDERS = {
+    "<": ("__lt__", "__gt__"), "<=": ("__le__", "__ge__"), "==": ("__eq__", "__eq__"),
+    "!=": ("__ne__", "__ne__"), ">": ("__gt__", "__lt__"), ">=": ("__ge__", "__le__"),
+}
+
 COMPARE_OPS = {
     "<": operator.lt, "<=": operator.le, "==": operator.eq,
     "!=": operator.ne, ">": operator.gt, ">=": operator.ge,
@@ -106,6 +112,13 @@ class IteratorVariable(VariableTracker):
         rest = self.items[self.index:]
         self.index = len(self.items)
         return rest
+
+    def is_constant(self) -> bool:
+        return all(item.is_constant() for item in self.items[self.index:])
+
+    def as_constant(self) -> Any:
+        """The remaining items (consumed), for a fold such as ``"".join(reversed(s))``."""
+        return [item.as_constant() for item in self.unpack(None)]
 
 
 @dataclass
@@ -326,6 +339,8 @@ class InstructionTranslator:
 
     def load_global(self, name: str) -> VariableTracker:
         globals_dict = self.f_globals
+        if name in globals_dict and trace_rules.is_trusted_globals(globals_dict):
+            return wrap_unguarded(self, globals_dict[name])  # torch's or graphlift's: no guard
         stored = self.output.side_effects.pending(self.global_source(name))
         if stored is not None:
             return stored
@@ -538,7 +553,21 @@ class InstructionTranslator:
         elif left.is_constant() and right.is_constant():
             self.push(fold_operator(op, left.as_constant(), right.as_constant()))
         else:
-            raise Unsupported(f"comparison {inst.argval} of {left!r} and {right!r}")
+            self.push(self.user_comparison(inst.argval, left, right))
+
+    def user_comparison(self, symbol: str, left: VariableTracker, right: VariableTracker) -> \
+            VariableTracker:
+        """``a == b`` on user objects: ``__eq__``, then the reflected method, then identity."""
+        name, reflected = COMPARE_DUNDERS[symbol]
+        for obj, dunder, other in ((left, name, right), (right, reflected, left)):
+            if isinstance(obj, UserObjectVariable) and \
+                    isinstance(lookup_class_attr(obj.cls, dunder), types.FunctionType):
+                result = obj.var_getattr(self, dunder).call(self, [other], {})
+                if not (result.is_constant() and result.as_constant() is NotImplemented):
+                    return result
+        if symbol in ("==", "!="):
+            return ConstantVariable(is_same(self, left, right) == (symbol == "=="))
+        raise Unsupported(f"comparison {symbol} of {left!r} and {right!r}")
 
     def IS_OP(self, inst: Instruction) -> None:
         right = self.pop()
@@ -698,14 +727,16 @@ class InstructionTranslator:
                 raise Unsupported("bare raise with no active exception",
                                   break_type="user_exception")
             raise TracedException(self.current_exception)
-        if inst.arg == 2:
-            self.pop()  # the cause: "raise X from Y" is caught like "raise X"
+        cause = self.pop() if inst.arg == 2 else None
         exception = self.pop()
         if exception.is_constant() and isinstance(exception.as_constant(), type) and \
                 issubclass(exception.as_constant(), BaseException):
             exception = ExceptionVariable(exception.as_constant(), [])
         if not isinstance(exception, ExceptionVariable):
             raise Unsupported(f"raise of {exception!r}")
+        if cause is not None:
+            exception.cause = cause
+        exception.context = self.current_exception  # raised while handling another one
         raise TracedException(exception)
 
     def LOAD_ASSERTION_ERROR(self, inst: Instruction) -> None:
@@ -907,6 +938,8 @@ def fold_operator(op: Any, *values: Any) -> VariableTracker:
 
 
 def is_none(value: VariableTracker) -> bool:
+    if isinstance(value, SymNodeVariable):
+        return False  # a symbolic number is never None (and reading it would specialize it)
     return value.is_constant() and value.as_constant() is None
 
 
@@ -921,10 +954,15 @@ def is_same(tx: InstructionTranslator, left: VariableTracker, right: VariableTra
         same = real_left is real_right
         (tx.guards.same_object if same else tx.guards.not_aliased)(left.source, right.source)
         return same
+    if isinstance(left, UserObjectVariable) and isinstance(right, UserObjectVariable) and \
+            not left.is_new and not right.is_new:
+        return left.value is right.value  # objects reached without sources (sentinels)
     if isinstance(left, MUTABLE_TRACKERS) or isinstance(right, MUTABLE_TRACKERS):
         return False  # distinct trackers of which one was made in the frame: distinct objects
     if isinstance(left, ConstantVariable) and isinstance(right, ConstantVariable):
         return left.value is right.value
+    if is_none(left) or is_none(right):
+        return False  # None is only itself (a symbolic number is not None)
     if left.is_constant() and right.is_constant():
         return left.as_constant() is right.as_constant()  # classes, builtins
     if left.is_constant() != right.is_constant():

@@ -6,6 +6,7 @@
 - ``containers``: tuples, lists and dicts of trackers.
 - ``builtins``: Python builtins, as a table of handlers.
 - ``objects``: modules, classes, user objects and user functions.
+- ``nn_module``: ``nn.Module`` instances, pinned by identity; calls inline ``forward``.
 - ``builder``: wrapping real input values, with their guards.
 """
 

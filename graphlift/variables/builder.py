@@ -7,60 +7,39 @@ in priority order; the first matching row wins.
 
 from __future__ import annotations
 
-import builtins
-import functools
+import collections
+import enum
 import types
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from graphlift.config import config
 from graphlift.exc import Unsupported
+from graphlift.polyfills import POLYFILLS
 from graphlift.resume import GradModeExit
-from graphlift.sources import AttrSource, ItemSource, Source
+from graphlift.sources import AttrSource, ItemSource, Source, is_pinned
 from graphlift.variables.base import VariableTracker
-from graphlift.variables.builtins import BuiltinVariable
-from graphlift.variables.constant import ConstantVariable, is_constant_value
+from graphlift.variables.callables import (
+    StandInObjectVariable,
+    is_classified_callable,
+    wrap_callable,
+)
+from graphlift.variables.collections import DefaultDictVariable, DequeVariable, OrderedDictVariable
+from graphlift.variables.constant import ConstantVariable, is_constant_value, wrap_constant
 from graphlift.variables.containers import DictVariable, ListVariable, TupleVariable
 from graphlift.variables.exceptions import ContextMethodVariable, GradModeVariable
-from graphlift.variables.functions import PartialVariable, UserFunctionVariable
-from graphlift.variables.objects import ClassVariable, PythonModuleVariable, UserObjectVariable
-from graphlift.variables.tensor import TensorVariable, TorchCallableVariable
+from graphlift.variables.nn_module import NNModuleVariable, wrap_module
+from graphlift.variables.objects import PythonModuleVariable, UserObjectVariable
+from graphlift.variables.symbolic import wrap_int_input
+from graphlift.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
     from graphlift.translator import InstructionTranslator
 
-_BUILTIN_IDS = frozenset(id(v) for v in vars(builtins).values())
-
-
 def is_torch_module(module: types.ModuleType) -> bool:
     name = module.__name__
     return name == "torch" or name.startswith("torch.")
-
-
-# Kinds of callables that can be a graph node's target (not classes, not module instances).
-_FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType,
-                   types.WrapperDescriptorType, types.MethodWrapperType,
-                   torch._ops.OpOverloadPacket, torch._ops.OpOverload)
-
-
-def is_pure_c_function(value: Any) -> bool:
-    """A C function of math/operator: folded on constants (operator's also run on tensors)."""
-    from graphlift.variables.builtins import PURE_MODULES
-
-    return isinstance(value, types.BuiltinFunctionType) and \
-        getattr(value, "__module__", None) in PURE_MODULES
-
-
-def is_torch_callable(value: Any) -> bool:
-    """A function from torch's namespaces (C bindings and Python functions such as F.relu)."""
-    if not isinstance(value, _FUNCTION_TYPES):
-        return False
-    module = getattr(value, "__module__", None) or ""
-    return module == "torch" or module.startswith("torch.")
-
-
-def is_builtin(value: Any) -> bool:
-    return id(value) in _BUILTIN_IDS and (callable(value) or isinstance(value, type))
 
 
 class VariableBuilder:
@@ -75,6 +54,8 @@ class VariableBuilder:
         if source in self._by_source:
             return self._by_source[source]
         tracker = self._wrap(value, source)
+        if type(value) in (list, dict) or isinstance(tracker, UserObjectVariable):
+            tracker.real_object = value  # for ``is`` tests between two inputs
         self._by_source[source] = tracker
         return tracker
 
@@ -82,26 +63,30 @@ class VariableBuilder:
         guards = self.tx.guards
         if isinstance(value, torch.Tensor):
             return self._wrap_tensor(value, source)
+        if type(value) is int:  # an int that changes between calls may become a symbol
+            symbolic = wrap_int_input(self.tx, value, source)
+            if symbolic is not None:
+                return symbolic
         if is_constant_value(value):
             guards.constant_match(source, value)
             return ConstantVariable(value, source)
-        if type(value) in (list, tuple):
+        if type(value) in (list, tuple) or _is_namedtuple(value):
             guards.type_match(source, value)
             guards.length_check(source, len(value))
             items = [self.wrap(v, ItemSource(source, i)) for i, v in enumerate(value)]
-            kind = ListVariable if type(value) is list else TupleVariable
-            return kind(items, source)
+            if type(value) is list:
+                return ListVariable(items, source)
+            return TupleVariable(items, source, tuple_class=type(value))
         if type(value) is dict and all(is_constant_value(k) for k in value):
             guards.type_match(source, value)
             guards.dict_keys(source, list(value))
             return DictVariable({k: self.wrap(v, ItemSource(source, k)) for k, v in value.items()},
                                 source)
-        if type(value) is functools.partial:
-            guards.type_match(source, value)
-            fn = self.wrap(value.func, AttrSource(source, "func"))
-            args = self.wrap(value.args, AttrSource(source, "args"))
-            kwargs = self.wrap(value.keywords, AttrSource(source, "keywords"))
-            return PartialVariable(fn, args.unpack(self.tx), dict(kwargs.items), source)
+        if type(value) in _COLLECTIONS:
+            return self._wrap_collection(value, source)
+        stand_in = stand_in_class(value)
+        if stand_in is not None:
+            return self._wrap_stand_in(value, source, stand_in)
         if isinstance(value, GradModeExit):
             # A resume function that starts inside a grad-mode with block.
             guards.id_match(source, value)
@@ -110,20 +95,47 @@ class VariableBuilder:
         if isinstance(value, types.ModuleType):
             guards.id_match(source, value)
             return PythonModuleVariable(value, source)
-        if is_torch_callable(value):
+        if is_classified_callable(value):  # functions, methods, classes: the trace rules
             guards.id_match(source, value)
-            return TorchCallableVariable(value, source)
-        if is_builtin(value) or is_pure_c_function(value):
+            return wrap_callable(self.tx, value, source)
+        if isinstance(value, torch.nn.Module):
+            return wrap_module(self.tx, value, source)  # pinned by identity: see nn_module
+        if isinstance(value, enum.Enum):  # members are singletons: compared, never changed
             guards.id_match(source, value)
-            return BuiltinVariable(value, source)
-        if isinstance(value, types.FunctionType):
-            guards.id_match(source, value)
-            return UserFunctionVariable(value, source)
-        if isinstance(value, type):
-            guards.id_match(source, value)
-            return ClassVariable(value, source)
+            return ConstantVariable(value, source)
         guards.type_match(source, value)
         return UserObjectVariable(value, source)
+
+    def _wrap_collection(self, value: Any, source: Source) -> VariableTracker:
+        """A deque, OrderedDict or defaultdict from the inputs: read through its items."""
+        guards = self.tx.guards
+        guards.type_match(source, value)
+        if type(value) is collections.deque:
+            guards.length_check(source, len(value))
+            guards.constant_match(AttrSource(source, "maxlen"), value.maxlen)
+            items = [self.wrap(v, ItemSource(source, i)) for i, v in enumerate(value)]
+            return DequeVariable(items, source, maxlen=value.maxlen)
+        if not all(is_constant_value(k) for k in value):
+            return UserObjectVariable(value, source)
+        guards.dict_keys(source, list(value))
+        items = {k: self.wrap(v, ItemSource(source, k)) for k, v in value.items()}
+        if type(value) is collections.OrderedDict:
+            return OrderedDictVariable(items, source)
+        factory = self.wrap(value.default_factory, AttrSource(source, "default_factory"))
+        return DefaultDictVariable(items, factory, source)
+
+    def _wrap_stand_in(self, value: Any, source: Source, stand_in: type) -> VariableTracker:
+        """A real partial or itemgetter from the inputs, as an object of its polyfill class."""
+        state, readable = stand_in._graphlift_state(value)
+        if readable:  # partial: func, args and keywords are attributes of the real object
+            self.tx.guards.type_match(source, value)
+            attrs = {k: self.wrap(v, AttrSource(source, k)) for k, v in state.items()}
+        else:  # immutable C objects without attributes: pinned by identity
+            self.tx.guards.id_match(source, value)
+            attrs = {k: wrap_constant(v) for k, v in state.items()}
+        obj = StandInObjectVariable(value, source, cls=stand_in)
+        obj.attrs.update(attrs)
+        return obj
 
     def _wrap_tensor(self, value: torch.Tensor, source: Source) -> VariableTracker:
         if type(value) not in (torch.Tensor, torch.nn.Parameter):
@@ -134,10 +146,18 @@ class VariableBuilder:
             # The same tensor reached twice: one graph input, and a guard that it stays shared.
             self.tx.guards.same_object(source, existing.source)
             return self._by_source[existing.source]
-        self.tx.guards.tensor_match(source, value)
-        graph_input = output.add_input(source, value)
+        graph_input = output.add_input(source, value)  # decides which dimensions are dynamic
+        if is_pinned(source):
+            # A module's parameter or buffer: the module guards prove which object it is.
+            self.tx.guards.nn_module_tensor(source, value)
+        else:
+            self.tx.guards.tensor_match(source, value, graph_input.dynamic_dims)
         graph_input.node.meta["real_type"] = type(value)
         return TensorVariable(graph_input.node, graph_input.fake, source)
+
+
+def _is_namedtuple(value: Any) -> bool:
+    return isinstance(value, tuple) and hasattr(type(value), "_fields")
 
 
 def wrap_unguarded(tx: InstructionTranslator, value: Any) -> VariableTracker:
@@ -148,12 +168,30 @@ def wrap_unguarded(tx: InstructionTranslator, value: Any) -> VariableTracker:
         return ConstantVariable(value)
     if isinstance(value, types.ModuleType):
         return PythonModuleVariable(value)
-    if is_torch_callable(value):
-        return TorchCallableVariable(value)
-    if is_builtin(value) or is_pure_c_function(value):
-        return BuiltinVariable(value)
-    if isinstance(value, types.FunctionType):
-        return UserFunctionVariable(value)
-    if isinstance(value, type):
-        return ClassVariable(value)
+    if is_classified_callable(value):
+        return wrap_callable(tx, value)
+    if type(value) is tuple:  # of classes, say: graphlift's polyfills read such globals
+        return TupleVariable([wrap_unguarded(tx, v) for v in value])
+    if type(value) is dict and all(is_constant_value(k) for k in value):
+        # A class attribute such as a dataclass's __dataclass_fields__ (read, never written).
+        return DictVariable({k: wrap_unguarded(tx, v) for k, v in value.items()})
+    if isinstance(value, torch.nn.Module):
+        return NNModuleVariable(value)
+    if isinstance(value, enum.Enum):
+        return ConstantVariable(value)
     return UserObjectVariable(value)
+
+
+# Containers of the collections module that have their own trackers.
+_COLLECTIONS = (collections.deque, collections.OrderedDict, collections.defaultdict)
+
+
+# C classes whose objects have a polyfill class standing in for them (partial, itemgetter...).
+_STAND_INS = {cls: stand_in for cls, stand_in in POLYFILLS.items()
+              if isinstance(cls, type) and hasattr(stand_in, "_graphlift_state")}
+
+
+def stand_in_class(value: Any) -> type | None:
+    """The polyfill class standing in for ``value``'s C class, if polyfills are on."""
+    stand_in = _STAND_INS.get(type(value))
+    return stand_in if stand_in is not None and config.use_polyfills else None

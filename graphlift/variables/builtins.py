@@ -13,7 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from graphlift import trace_rules
+from graphlift.config import config
 from graphlift.exc import Unsupported
+from graphlift.polyfills import polyfill_for
 from graphlift.variables.base import VariableTracker
 from graphlift.variables.constant import ConstantVariable, wrap_constant
 from graphlift.variables.containers import ListVariable, TupleVariable
@@ -32,11 +35,15 @@ PURE_BUILTINS = frozenset({
 
 
 def _len(tx, args, kwargs):
+    from graphlift.translator import IteratorVariable
+    from graphlift.variables.exceptions import raise_real
     from graphlift.variables.objects import UserObjectVariable
 
     (obj,) = args
     if isinstance(obj, UserObjectVariable):
         return obj.var_getattr(tx, "__len__").call(tx, [], {})
+    if isinstance(obj, IteratorVariable):  # iterators have no len(); heapq.nlargest relies on it
+        raise raise_real(TypeError("object of type 'iterator' has no len()"))
     if isinstance(obj, TensorVariable):
         if obj.fake.dim() == 0:
             raise Unsupported("len() of a 0-d tensor", break_type="user_exception")
@@ -62,7 +69,9 @@ def _type(tx, args, kwargs):
     from graphlift.variables.objects import ClassVariable
 
     (obj,) = args
-    return ClassVariable(obj.python_type())
+    cls = obj.python_type()
+    # A builtin class stays callable through the builtin handlers: type([])((1, 2)) works.
+    return BuiltinVariable(cls) if cls.__module__ == "builtins" else ClassVariable(cls)
 
 
 def _tensor_math(name: str) -> Callable:
@@ -133,7 +142,16 @@ def _super(tx, args, kwargs):
         raise Unsupported("super() without arguments outside a method")
     cls = tx.cells["__class__"].load(tx, "__class__").as_constant()
     first = tx.code.co_varnames[0]
-    obj = tx.cells[first].load(tx, first) if first in tx.cells else tx.symbolic_locals[first]
+    if first in tx.cells:
+        obj = tx.cells[first].load(tx, first)
+    else:
+        if first not in tx.symbolic_locals and first in tx.unread_arguments:
+            # super() before the method read self: wrap it as LOAD_FAST would.
+            from graphlift.sources import LocalSource
+
+            value = tx.unread_arguments.pop(first)
+            tx.symbolic_locals[first] = tx.builder.wrap(value, LocalSource(first))
+        obj = tx.symbolic_locals[first]
     return SuperVariable(cls, obj)
 
 
@@ -166,9 +184,22 @@ def _reversed(tx, args, kwargs):
 
 
 def _iter(tx, args, kwargs):
+    from graphlift.translator import IteratorVariable
+    from graphlift.variables.objects import UserObjectVariable, lookup_class_attr
+
     if len(args) != 1:
         raise Unsupported("iter() with a sentinel")
-    return _iterator(_items(tx, args[0]))
+    value = args[0]
+    if isinstance(value, IteratorVariable):
+        return value  # iter(iterator) is the iterator itself: lazy ones stay lazy
+    if isinstance(value, UserObjectVariable) and \
+            callable(lookup_class_attr(value.cls, "__iter__")):
+        iterator = value.var_getattr(tx, "__iter__").call(tx, [], {})
+        if isinstance(iterator, IteratorVariable):  # a generator method, or iter(self.items)
+            return iterator
+        raise Unsupported(f"{value.describe()}.__iter__ returned {iterator!r}, not an iterator "
+                          "graphlift can step (a class with __next__ is not traced)")
+    return _iterator(_items(tx, value))
 
 
 def _next(tx, args, kwargs):
@@ -250,17 +281,19 @@ def sort_trackers(tx, items: list[VariableTracker], kwargs) -> list[VariableTrac
 
 
 def _callable(tx, args, kwargs):
-    from graphlift.variables.functions import (
-        BaseUserFunctionVariable,
-        PartialVariable,
-        UserMethodVariable,
+    from graphlift.variables.callables import (
+        AllowedFunctionVariable,
+        PolyfillVariable,
+        SkippedFunctionVariable,
     )
+    from graphlift.variables.functions import BaseUserFunctionVariable, UserMethodVariable
     from graphlift.variables.objects import ClassVariable, UserObjectVariable, lookup_class_attr
     from graphlift.variables.tensor import TorchCallableVariable
 
     value = args[0]
-    if isinstance(value, (BaseUserFunctionVariable, UserMethodVariable, PartialVariable,
-                          BuiltinVariable, ClassVariable, TorchCallableVariable)):
+    if isinstance(value, (BaseUserFunctionVariable, UserMethodVariable, BuiltinVariable,
+                          ClassVariable, TorchCallableVariable, SkippedFunctionVariable,
+                          PolyfillVariable, AllowedFunctionVariable)):
         return ConstantVariable(True)
     if isinstance(value, UserObjectVariable):
         return ConstantVariable(lookup_class_attr(value.cls, "__call__") is not None and
@@ -303,12 +336,6 @@ def _str(tx, args, kwargs):
     return fold(str, args, kwargs)
 
 
-def _print(tx, args, kwargs):
-    raise Unsupported("print() writes to stdout, which a graph cannot do",
-                      break_type="skipped_function",
-                      hints=("remove the print, or accept the graph break",))
-
-
 # builtin -> handler(tx, args, kwargs). One row per builtin with symbolic arguments.
 BUILTIN_HANDLERS: dict[Any, Callable] = {
     len: _len,  # tensors: size of dim 0; containers: number of items
@@ -340,9 +367,40 @@ BUILTIN_HANDLERS: dict[Any, Callable] = {
     dict: _dict,
     set: _set(frozen=False),
     frozenset: _set(frozen=True),
-    print: _print,  # stdout: a graph break
     str: _str,  # str(exception) inside an except block
     int: _int,  # int(n) of a symbolic int stays symbolic; anything else folds
+}
+
+
+def _steps_through(value: VariableTracker) -> bool:
+    """An iterable the handlers cannot materialise: a lazy iterator (it may never end) or an
+    object of a user class with ``__iter__``. Only Python's protocol, item by item, follows it."""
+    from graphlift.variables.iterators import LazyIteratorVariable
+    from graphlift.variables.objects import UserObjectVariable, lookup_class_attr
+
+    return isinstance(value, LazyIteratorVariable) or (
+        isinstance(value, UserObjectVariable) and
+        callable(lookup_class_attr(value.cls, "__iter__")))
+
+
+def _any_steps_through(args: list[VariableTracker], kwargs: dict) -> bool:
+    return any(_steps_through(a) for a in args)
+
+
+def _keywords_or_steps(args: list[VariableTracker], kwargs: dict) -> bool:
+    return bool(kwargs) or _any_steps_through(args, kwargs)
+
+
+# Builtins whose polyfill (graphlift/polyfills/builtins.py) runs instead of the handler, and when.
+USE_POLYFILL_WHEN: dict[Any, Callable[[list, dict], bool]] = {
+    sum: _any_steps_through,  # sum(CountDown(3)): __iter__, then item by item
+    all: _any_steps_through,  # all(repeat(True, 3)) or any(count()): stops early, lazily
+    any: _any_steps_through,
+    enumerate: _any_steps_through,
+    zip: _any_steps_through,  # zip(count(5), "ab"): stops at the shortest without unpacking
+    map: _any_steps_through,
+    min: _keywords_or_steps,  # key= and default= follow Python's rules exactly
+    max: _keywords_or_steps,
 }
 
 
@@ -406,6 +464,11 @@ class BuiltinVariable(VariableTracker):
 
             return ExceptionVariable(self.fn, args)
         handler = BUILTIN_HANDLERS.get(self.fn)
+        use_polyfill = USE_POLYFILL_WHEN.get(self.fn)
+        if use_polyfill is not None and config.use_polyfills and use_polyfill(args, kwargs):
+            from graphlift.variables.functions import UserFunctionVariable
+
+            return UserFunctionVariable(polyfill_for(self.fn)).call(tx, args, kwargs)
         if handler is not None:
             try:
                 return handler(tx, args, kwargs)
@@ -419,8 +482,7 @@ class BuiltinVariable(VariableTracker):
             if module.endswith("operator") and any(isinstance(a, TensorVariable) for a in args):
                 return call_torch(tx, "call_function", self.fn, args, kwargs)
             return fold(self.fn, args, kwargs)
-        raise Unsupported(f"builtin {self.fn.__name__}() is not supported while tracing",
-                          break_type="skipped_function")
+        raise trace_rules.skip_error(self.fn, trace_rules.lookup(self.fn))
 
     def reconstruct(self, codegen) -> str:
         return codegen.constant(self.fn)

@@ -21,6 +21,8 @@ class ExceptionVariable(VariableTracker):
         super().__init__()
         self.cls = cls
         self.args = list(args)
+        self.cause: VariableTracker | None = None  # raise ... from cause
+        self.context: VariableTracker | None = None  # the exception being handled when raised
 
     def describe(self) -> str:
         return self.cls.__name__
@@ -33,6 +35,9 @@ class ExceptionVariable(VariableTracker):
 
         if name == "args":
             return TupleVariable(self.args)
+        if name in ("__cause__", "__context__"):
+            value = self.cause if name == "__cause__" else self.context
+            return value if value is not None else ConstantVariable(None)
         raise Unsupported(f"attribute {name!r} of a traced exception")
 
     def as_real(self) -> BaseException:

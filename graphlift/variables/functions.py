@@ -1,4 +1,4 @@
-"""User functions, closures, methods and partials: all of them are inlined into the caller's trace.
+"""User functions, closures and methods: all of them are inlined into the caller's trace.
 
 Inlining runs the callee's bytecode in an :class:`~graphlift.translator.InliningTranslator` that
 shares the caller's graph and guards, so a call costs nothing at run time and the whole call tree
@@ -7,12 +7,12 @@ becomes one graph.
 
 from __future__ import annotations
 
-import functools
+import sys
 import types
 from typing import TYPE_CHECKING, Any
 
 from graphlift.exc import Unsupported
-from graphlift.sources import AttrSource, ItemSource, Source
+from graphlift.sources import AttrSource, ItemSource, ModuleGlobalsSource, Source
 from graphlift.variables.base import VariableTracker
 from graphlift.variables.constant import ConstantVariable
 from graphlift.variables.containers import DictVariable, TupleVariable
@@ -89,6 +89,8 @@ class BaseUserFunctionVariable(VariableTracker):
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
             return ConstantVariable(getattr(self.code, "co_" + name.strip("_"), None)
                                     if name != "__module__" else self.globals.get("__name__"))
+        if name == "__code__":  # read-only inspection (co_varnames, co_argcount): a constant
+            return ConstantVariable(self.code)
         raise Unsupported(f"attribute {name!r} of a function")
 
 
@@ -137,10 +139,23 @@ class UserFunctionVariable(BaseUserFunctionVariable):
                              real_cell=c) for i, c in enumerate(cells)]
 
     def globals_source(self) -> Source | None:
+        imported = module_globals_source(self.globals)
+        if imported is not None:
+            return imported  # bound directly, not walked to through the function every call
         return AttrSource(self.source, "__globals__") if self.source is not None else None
 
     def reconstruct(self, codegen: OutputCodegen) -> str:
         return codegen.source_expr(self.source) if self.source else codegen.constant(self.fn)
+
+
+def module_globals_source(globals_dict: dict[str, Any]) -> Source | None:
+    """The source of an imported module's globals, if ``globals_dict`` is one (a method of a
+    model class defined in another file reads its globals through this)."""
+    name = globals_dict.get("__name__")
+    module = sys.modules.get(name) if isinstance(name, str) else None
+    if module is None or getattr(module, "__dict__", None) is not globals_dict:
+        return None
+    return ModuleGlobalsSource(name, globals_dict)
 
 
 def _wrap_unsourced(tx: InstructionTranslator, value: Any) -> VariableTracker:
@@ -194,24 +209,6 @@ class UserMethodVariable(VariableTracker):
 
     def call(self, tx, args, kwargs):
         return self.fn.call(tx, [self.obj, *args], kwargs)
-
-
-class PartialVariable(VariableTracker):
-    """``functools.partial(fn, *args, **kwargs)`` built in the frame or read from the inputs."""
-
-    def __init__(self, fn: VariableTracker, args: list[VariableTracker],
-                 kwargs: dict[str, VariableTracker], source: Source | None = None) -> None:
-        super().__init__(source)
-        self.fn, self.args, self.kwargs = fn, args, kwargs
-
-    def describe(self) -> str:
-        return f"partial({self.fn.describe()})"
-
-    def python_type(self) -> type:
-        return functools.partial
-
-    def call(self, tx, args, kwargs):
-        return self.fn.call(tx, [*self.args, *args], {**self.kwargs, **kwargs})
 
 
 def bind_arguments(code: types.CodeType, args: list[VariableTracker],

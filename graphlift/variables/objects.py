@@ -7,7 +7,7 @@ the tracker and are rebuilt if the object leaves the frame.
 
 from __future__ import annotations
 
-import functools
+import collections
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +16,7 @@ import torch
 from graphlift.exc import Unsupported
 from graphlift.sources import AttrSource
 from graphlift.variables.base import VariableTracker
+from graphlift.variables.collections import make_defaultdict, make_deque, make_ordered_dict
 from graphlift.variables.constant import ConstantVariable, is_constant_value, wrap_constant
 
 if TYPE_CHECKING:
@@ -139,6 +140,11 @@ class ClassVariable(VariableTracker):
             from graphlift.variables.exceptions import ExceptionVariable
 
             return ExceptionVariable(self.cls, args)
+        from graphlift import trace_rules
+
+        decision = trace_rules.lookup(self.cls)
+        if decision.kind is trace_rules.Kind.SKIP:
+            raise trace_rules.skip_error(self.cls, decision)
         if is_user_class(self.cls) and not issubclass(self.cls, torch.nn.Module):
             return _make_object(tx, self.cls, args, kwargs)
         raise Unsupported(f"constructing {self.cls.__qualname__} while tracing",
@@ -146,12 +152,6 @@ class ClassVariable(VariableTracker):
 
     def reconstruct(self, codegen: OutputCodegen) -> str:
         return codegen.constant(self.cls)
-
-
-def _make_partial(tx, args, kwargs):
-    from graphlift.variables.functions import PartialVariable
-
-    return PartialVariable(args[0], list(args[1:]), dict(kwargs))
 
 
 def _fold_constructor(cls: type):
@@ -193,9 +193,11 @@ CONSTRUCTORS = {
     torch.enable_grad: _grad_mode(True),  # with torch.enable_grad(): grad mode on inside
     torch.set_grad_enabled: _set_grad_enabled,  # switches immediately; restores on __exit__
     torch.autocast: lambda tx, args, kwargs: _autocast(tx, args, kwargs),  # enter/exit nodes
-    functools.partial: _make_partial,  # partial(fn, *args, **kwargs) -> PartialVariable
     torch.Size: _fold_constructor(torch.Size),  # torch.Size([2, 3]) is a constant
     torch.device: _fold_constructor(torch.device),  # torch.device("cpu") is a constant
+    collections.deque: make_deque,  # a list tracker with maxlen and left-end operations
+    collections.OrderedDict: make_ordered_dict,  # a dict tracker
+    collections.defaultdict: make_defaultdict,  # a dict tracker; missing keys: __missing__
 }
 
 
@@ -218,9 +220,6 @@ def _make_object(tx, cls: type, args, kwargs):
 
     if lookup_class_attr(cls, "__new__") not in (_MISSING, object.__dict__["__new__"]):
         raise Unsupported(f"{cls.__qualname__} defines __new__; not traced")
-    if any(klass.__dict__.get("__slots__") for klass in cls.__mro__) and \
-            not any("__dict__" in klass.__dict__ for klass in cls.__mro__):
-        raise Unsupported(f"{cls.__qualname__} stores attributes in __slots__; not traced")
     obj = UserObjectVariable(None, cls=cls)
     init = lookup_class_attr(cls, "__init__")
     if isinstance(init, types.FunctionType):
@@ -249,7 +248,8 @@ class UserObjectVariable(VariableTracker):
         return self.cls.__qualname__
 
     def python_type(self) -> type:
-        return self.cls
+        # A polyfill's stand-in object reports the C class it stands in for (functools.partial).
+        return self.cls.__dict__.get("_graphlift_real_class", self.cls)
 
     def truthy(self, tx) -> bool:
         if lookup_class_attr(self.cls, "__bool__") is _MISSING and \
@@ -295,7 +295,8 @@ class UserObjectVariable(VariableTracker):
 
             UserFunctionVariable(descriptor.fset).call(tx, [self, value], {})
             return
-        if hasattr(type(descriptor), "__set__"):
+        slot = isinstance(descriptor, types.MemberDescriptorType) and self.is_new
+        if hasattr(type(descriptor), "__set__") and not slot:
             raise Unsupported(f"assignment through descriptor {self.cls.__qualname__}.{name}")
         if not self.is_new:
             # An input object: the ledger writes the attribute back after the graph runs.
@@ -327,7 +328,8 @@ def rebuild_object(cls: type, attrs: dict[str, Any]) -> Any:
     obj = object.__new__(cls)
     for name, value in attrs.items():
         object.__setattr__(obj, name, value)
-    return obj
+    to_real = cls.__dict__.get("_graphlift_to_real")  # a polyfill stand-in: the real object
+    return obj if to_real is None else to_real(obj)
 
 
 class SuperVariable(VariableTracker):

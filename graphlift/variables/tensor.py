@@ -1,13 +1,15 @@
 """Tensors and the torch callables that put nodes into the graph.
 
 A tensor operation runs on fake tensors first: that gives the result's metadata without touching
-real data. Only when the result holds a tensor (or the operation mutates one) does a node go into
-the graph; metadata queries such as ``x.dim()`` fold to constants.
+real data. Only when the result holds a tensor or a symbolic size (or the operation mutates a
+tensor) does a node go into the graph; metadata queries such as ``x.dim()`` fold to constants, and
+so do sizes, except dynamic ones (see :mod:`graphlift.variables.symbolic`).
 """
 
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -21,6 +23,15 @@ from torch._subclasses.fake_tensor import (
 from graphlift.exc import Unsupported
 from graphlift.variables.base import VariableTracker
 from graphlift.variables.constant import ConstantVariable, is_constant_value, wrap_constant
+from graphlift.variables.symbolic import (
+    SizeVariable,
+    SliceVariable,
+    SymNodeVariable,
+    concrete,
+    is_symbolic,
+    shape_variable,
+    specialize,
+)
 
 if TYPE_CHECKING:
     from graphlift.codegen import OutputCodegen
@@ -94,6 +105,8 @@ class TensorVariable(VariableTracker):
         )
 
     def var_getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        if name == "shape":
+            return shape_variable(tx, self)
         if name in METADATA_ATTRS:
             return wrap_constant(getattr(self.fake, name))
         if name in TENSOR_ATTRS:
@@ -106,7 +119,7 @@ class TensorVariable(VariableTracker):
         if self.fake.dim() == 0:
             raise Unsupported("iteration over a 0-d tensor")
         return [call_torch(tx, "call_function", operator.getitem, [self, ConstantVariable(i)], {})
-                for i in range(self.fake.shape[0])]
+                for i in range(specialize(tx.output, self.fake.shape[0]))]
 
     def reconstruct(self, codegen: OutputCodegen) -> str:
         if self.source is not None:
@@ -157,14 +170,23 @@ class TorchCallableVariable(VariableTracker):
 
 # -- the one place where tensor operations are traced ------------------------------------------
 def call_torch(tx: InstructionTranslator, op: str, target: Any, args: list[VariableTracker],
-               kwargs: dict[str, VariableTracker]) -> VariableTracker:
-    """Run ``target`` on fake tensors, add a node if the result involves tensors, wrap it."""
+               kwargs: dict[str, VariableTracker],
+               fake_result: Callable[[list, dict], Any] | None = None) -> VariableTracker:
+    """Run ``target`` on fake tensors, add a node if the result involves tensors, wrap it.
+
+    ``fake_result(fake_args, fake_kwargs)``, when given, computes the result's metadata instead
+    of running ``target`` (``allow_in_graph`` functions, whose body must not run).
+    """
     fake_args = [to_fake(a) for a in args]
     fake_kwargs = {k: to_fake(v) for k, v in kwargs.items()}
-    result = _run_fake(tx, op, target, fake_args, fake_kwargs)
+    if fake_result is not None:
+        result = fake_result(fake_args, fake_kwargs)
+    else:
+        result = _run_fake(tx, op, target, fake_args, fake_kwargs)
+    tx.output.note_guards()
     mutates = _is_mutating(op, target, kwargs)
-    if not mutates and not _contains_tensor(result):
-        return wrap_constant(result)
+    if not mutates and not _contains_graph_value(result):
+        return wrap_constant(concrete(result))
     node = tx.output.create_node(op, target, tuple(to_fx(a) for a in args),
                                  {k: to_fx(v) for k, v in kwargs.items()}, mutates)
     if mutates and args:
@@ -204,11 +226,12 @@ def _is_mutating(op: str, target: Any, kwargs: dict) -> bool:
     return name.endswith("_") and not name.startswith("_")
 
 
-def _contains_tensor(value: Any) -> bool:
-    if isinstance(value, torch.Tensor):
+def _contains_graph_value(value: Any) -> bool:
+    """A tensor or a symbolic size: something only the graph can compute at run time."""
+    if isinstance(value, torch.Tensor) or is_symbolic(value):
         return True
     if isinstance(value, (tuple, list)):
-        return any(_contains_tensor(v) for v in value)
+        return any(_contains_graph_value(v) for v in value)
     return False
 
 
@@ -222,13 +245,18 @@ def wrap_result(tx: InstructionTranslator, node: torch.fx.Node, result: Any,
             if isinstance(arg, TensorVariable) and arg.fake is result:
                 return arg
         return TensorVariable(node, result)
+    if is_symbolic(result):
+        return SymNodeVariable(node, result, tx.output)
     if isinstance(result, (tuple, list)):
         items = [wrap_result(tx, tx.output.getitem_node(node, i), item, args)
-                 if isinstance(item, torch.Tensor) else wrap_constant(item)
+                 if _contains_graph_value(item) else wrap_constant(concrete(item))
                  for i, item in enumerate(result)]
         if isinstance(result, list):
             return ListVariable(items)
+        if isinstance(result, torch.Size):
+            return SizeVariable(items)
         return TupleVariable(items, tuple_class=type(result))
+    result = concrete(result)
     if result is None or is_constant_value(result):
         return ConstantVariable(result)
     raise Unsupported(f"torch op returned {type(result).__name__}, which graphlift cannot track")
@@ -238,8 +266,12 @@ def to_fx(v: VariableTracker) -> Any:
     """The FX argument for a tracker: a node for tensors, the value for constants."""
     from graphlift.variables.containers import BaseListVariable, DictVariable
 
-    if isinstance(v, TensorVariable):
+    if isinstance(v, (TensorVariable, SymNodeVariable)):
         return v.node
+    if isinstance(v, SliceVariable):
+        return slice(*(to_fx(p) for p in v.parts))
+    if isinstance(v, SizeVariable):
+        return tuple(to_fx(i) for i in v.items)  # a torch.Size cannot hold nodes
     if isinstance(v, BaseListVariable):
         return v.python_container(to_fx(i) for i in v.items)
     if isinstance(v, DictVariable):
@@ -255,6 +287,10 @@ def to_fake(v: VariableTracker) -> Any:
 
     if isinstance(v, TensorVariable):
         return v.fake
+    if isinstance(v, SymNodeVariable):
+        return v.value
+    if isinstance(v, SliceVariable):
+        return slice(*(to_fake(p) for p in v.parts))
     if isinstance(v, BaseListVariable):
         return v.python_container(to_fake(i) for i in v.items)
     if isinstance(v, DictVariable):

@@ -1,0 +1,458 @@
+"""Dynamic shapes: which sizes and ints are symbols, and how what the ShapeEnv assumed is guarded.
+
+A dimension or an int is *dynamic* when tracing sees it as a ``torch.SymInt`` of the output graph's
+``ShapeEnv`` (``torch.fx.experimental.symbolic_shapes``) instead of a constant. Arithmetic on it
+goes into the graph, and every assumption the trace makes about it (``s0 > 4``, ``s0 == s1``,
+``2*s0 <= 100``) is recorded by the ShapeEnv; :func:`install_shape_guards` renders those records
+into guards of the cache entry, written over sources (``L['x'].size()[0]``).
+
+Which values are dynamic, in priority order:
+
+====================================  ==============================================================
+``compile(..., dynamic=False)``       nothing: every size and int is a constant
+``graphlift.mark_static(t, dim)``     that dimension of that tensor stays static
+``compile(..., dynamic=True)``        every dimension and int, from the first compile
+``graphlift.mark_dynamic(t, dim)``    that dimension, from the first compile; tracing that turns it
+                                      into a constant raises :class:`ConstraintViolationError`
+automatic dynamic (the default)       the first compile is static; a later compile makes dynamic
+                                      each dimension (or int) that differs from what earlier
+                                      compiles of the code object saw (:class:`ShapeMemory`)
+====================================  ==============================================================
+
+Sizes 0 and 1 are always static (the ShapeEnv specializes them: broadcasting makes size 1
+special), so a dynamic dimension's symbol carries the guard ``2 <= size`` and a batch of one gets
+an entry of its own.
+
+Graph inputs: a dynamic tensor is one placeholder, as a static one is; a size the trace reads
+becomes a ``call_method size(x, dim)`` node inside the graph, so the run function needs no extra
+arguments. A dynamic int is a placeholder of its own, fed from its source.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import linecache
+import sys
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import sympy
+import torch
+from torch._guards import GuardSource
+from torch._guards import Source as TorchSourceBase
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
+from torch.utils._sympy.numbers import int_oo
+from torch.utils._sympy.printers import PythonPrinter
+
+from graphlift.exc import ConstraintViolationError
+from graphlift.sources import Source, is_pinned
+
+if TYPE_CHECKING:
+    from graphlift.guards import GuardBuilder
+    from graphlift.output_graph import OutputGraph
+
+DYNAMIC_ATTR = "_graphlift_dynamic_dims"  # on a tensor: the dims mark_dynamic asked for
+STATIC_ATTR = "_graphlift_static_dims"  # on a tensor: the dims mark_static asked for
+
+
+# -- the user's markers ------------------------------------------------------------------------
+def mark_dynamic(t: torch.Tensor, dim: int | Iterable[int]) -> None:
+    """Compile dimension ``dim`` of ``t`` as dynamic from the first compile on.
+
+    The marker lives on the tensor object (as torch.compile's does). If tracing turns that size
+    into a constant (``if x.shape[0] == 8``, ``x.view(8, -1)``), compiling raises
+    :class:`graphlift.ConstraintViolationError` naming the guard that did it and where. Sizes 0
+    and 1 are static even when marked.
+    """
+    _mark(t, dim, DYNAMIC_ATTR, STATIC_ATTR)
+
+
+def mark_static(t: torch.Tensor, dim: int | Iterable[int]) -> None:
+    """Keep dimension ``dim`` of ``t`` static, whatever automatic dynamic or dynamic=True say."""
+    _mark(t, dim, STATIC_ATTR, DYNAMIC_ATTR)
+
+
+def _mark(t: torch.Tensor, dim: int | Iterable[int], attr: str, opposite: str) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"expected a tensor, got {type(t).__name__}")
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    normalized = set()
+    for d in dims:
+        if not -t.dim() <= d < t.dim():
+            raise IndexError(f"dimension {d} out of range for a {t.dim()}-d tensor")
+        normalized.add(d % t.dim())
+    setattr(t, attr, getattr(t, attr, frozenset()) | normalized)
+    if hasattr(t, opposite):
+        setattr(t, opposite, getattr(t, opposite) - normalized)
+
+
+def _marked(t: torch.Tensor, attr: str) -> frozenset[int]:
+    return getattr(t, attr, frozenset())
+
+
+# -- automatic dynamic -------------------------------------------------------------------------
+_UNSEEN = object()
+
+
+class ShapeMemory:
+    """What earlier compiles of one code object saw at each source (kept on its ExtraState).
+
+    A tensor source keeps its sizes, with None for each dimension that has differed between
+    compiles (dynamic from then on); an int source keeps its value, or None once it has differed.
+    """
+
+    def __init__(self) -> None:
+        self.sizes: dict[Source, tuple[int | None, ...]] = {}
+        self.ints: dict[Source, int | None] = {}
+
+    def merge_sizes(self, source: Source, sizes: tuple[int, ...]) -> tuple[int | None, ...]:
+        """Record ``sizes``; returns them with None where a dimension has changed."""
+        before = self.sizes.get(source)
+        if before is None or len(before) != len(sizes):
+            merged: tuple[int | None, ...] = sizes  # first seen, or a new rank: start over
+        else:
+            merged = tuple(b if b == s else None for b, s in zip(before, sizes))
+        self.sizes[source] = merged
+        return merged
+
+    def merge_int(self, source: Source, value: int) -> bool:
+        """Record ``value``; returns whether this int has changed between compiles."""
+        before = self.ints.get(source, _UNSEEN)
+        if before is _UNSEEN:
+            self.ints[source] = value
+            return False
+        if before != value:
+            self.ints[source] = None
+        return self.ints[source] is None
+
+    def changes(self, params: tuple[str, ...], args: tuple) -> list[str]:
+        """``"L['x'].size()[0]: now 8, before 10"`` for each static value that ``args`` change.
+
+        Read on the miss path for the recompile log: these are what the next compile makes
+        dynamic (unless ``dynamic=False`` or ``mark_static`` keep them static).
+        """
+        lines = []
+        for source, before in self.sizes.items():
+            value = _evaluate(source, params, args)
+            if not isinstance(value, torch.Tensor) or value.dim() != len(before):
+                continue
+            static = _marked(value, STATIC_ATTR)
+            for dim, (old, now) in enumerate(zip(before, value.shape)):
+                if old is not None and old != now and dim not in static:
+                    lines.append(f"{source.name()}.size()[{dim}]: now {now}, before {old}")
+        for source, old in self.ints.items():
+            now = _evaluate(source, params, args)
+            if old is not None and type(now) is int and now != old:
+                lines.append(f"{source.name()}: now {now}, before {old}")
+        return lines
+
+
+def _evaluate(source: Source, params: tuple[str, ...], args: tuple) -> Any:
+    try:
+        return eval(f"lambda {', '.join(params)}: {source.expr()}", {})(*args)  # noqa: S307
+    except Exception:  # the source no longer resolves: nothing to compare
+        return None
+
+
+class ShapePolicy:
+    """Decides, for one compile, which dimensions and ints become symbols (see the module doc)."""
+
+    def __init__(self, memory: ShapeMemory | None = None, dynamic: bool | None = None) -> None:
+        self.memory = memory if memory is not None else ShapeMemory()
+        self.dynamic = dynamic
+
+    def tensor_dims(self, source: Source, value: torch.Tensor) -> tuple[set[int], set[int]]:
+        """(dimensions to make symbols, those of them that mark_dynamic asked for)."""
+        if is_pinned(source):
+            return set(), set()  # a module's parameter or buffer: static, as in torch.compile
+        merged = self.memory.merge_sizes(source, tuple(value.shape))
+        if self.dynamic is False:
+            return set(), set()
+        if self.dynamic is True:
+            wanted = set(range(value.dim()))
+        else:
+            wanted = {dim for dim, size in enumerate(merged) if size is None}
+        marked = set(_marked(value, DYNAMIC_ATTR))
+        static = _marked(value, STATIC_ATTR)
+        return (wanted | marked) - static, marked - static
+
+    def int_is_dynamic(self, source: Source, value: int) -> bool:
+        changed = self.memory.merge_int(source, value)
+        if self.dynamic is None:
+            return changed
+        return self.dynamic
+
+
+# -- sources for the ShapeEnv ------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class TorchSource(TorchSourceBase):
+    """One of graphlift's sources in the form torch's ShapeEnv names its symbols by.
+
+    The ShapeEnv (through fake tensors) wraps it in its own chained sources, such as
+    ``TensorPropertySource(TorchSource(L['x']), SIZE, 0)`` for ``L['x'].size()[0]``;
+    :func:`render_source` turns any such chain back into Python over our sources.
+    """
+
+    source: Source
+
+    @functools.cached_property
+    def guard_source(self) -> GuardSource:
+        return GuardSource.LOCAL
+
+    @property
+    def _name_template(self) -> str:
+        return self.source.name()
+
+
+def render_source(source: Any, as_expr: bool) -> str:
+    """A torch source chain over a :class:`TorchSource`, as Python (or as display text).
+
+    Chained torch sources carry a format template for their base (``{0}.size()[0]``,
+    ``{0}._base``), which is valid Python. Raises KeyError for a source not rooted in ours.
+    """
+    if isinstance(source, TorchSource):
+        return source.source.expr() if as_expr else source.source.name()
+    base = getattr(source, "base", None)
+    if base is None:
+        raise KeyError(getattr(source, "name", repr(source)))
+    return source._name_template.format(render_source(base, as_expr))
+
+
+def new_shape_env() -> ShapeEnv:
+    """A ShapeEnv that refuses data-dependent sizes: ``nonzero()`` and ``item()`` stay graph
+    breaks, as they are without dynamic shapes."""
+    return ShapeEnv(allow_scalar_outputs=False, allow_dynamic_output_shape_ops=False)
+
+
+SIZE_DYNAMIC = DimDynamic.DYNAMIC  # a fresh symbol per dimension (no "duck" sharing by value)
+SIZE_STATIC = DimDynamic.STATIC
+
+
+# -- where a guard came from -------------------------------------------------------------------
+def tracing_location() -> str | None:
+    """``file:line (source text)`` of the user instruction being translated, or None.
+
+    The ShapeEnv records guards deep inside torch, where no translator is at hand, so the one
+    running is found on the call stack: the innermost frame of ``InstructionTranslator.step``.
+    """
+    from graphlift.translator import InstructionTranslator
+
+    step = InstructionTranslator.step.__code__
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code is not step:
+        frame = frame.f_back
+    if frame is None:
+        return None
+    tx = frame.f_locals.get("self")
+    inst = getattr(tx, "inst", None)
+    if inst is None:
+        return None
+    line = linecache.getline(tx.code.co_filename, inst.lineno or 0).strip()
+    return f"{tx.location()} ({line})" if line else tx.location()
+
+
+# -- rendering sympy over sources --------------------------------------------------------------
+class _SymbolPrinter(PythonPrinter):
+    """Prints a sympy expression as Python, each symbol as the text given for it."""
+
+    def __init__(self, texts: dict[sympy.Symbol, str]) -> None:
+        super().__init__()
+        self.texts = texts
+
+    def _print_Symbol(self, expr: sympy.Symbol) -> str:
+        return self.texts[expr]
+
+
+@dataclasses.dataclass
+class _Rendered:
+    check: str  # Python over sources, standalone (for diagnosis)
+    text: str  # over display names, ``L['x'].size()[0]``
+    fast: str  # Python for the generated guard function, symbols read from their bindings
+    symbols: list[sympy.Symbol]
+
+
+class _Renderer:
+    """Renders ShapeEnv expressions three ways: check, display text, fast-path Python."""
+
+    def __init__(self) -> None:
+        self.check: dict[sympy.Symbol, str] = {}
+        self.text: dict[sympy.Symbol, str] = {}
+        self.fast: dict[sympy.Symbol, str] = {}
+        self._printers = (_SymbolPrinter(self.check), _SymbolPrinter(self.text),
+                          _SymbolPrinter(self.fast))
+
+    def define(self, symbol: sympy.Symbol, source: Any, binding: str | None) -> None:
+        self.check[symbol] = render_source(source, as_expr=True)
+        self.text[symbol] = render_source(source, as_expr=False)
+        self.fast[symbol] = binding or self.check[symbol]
+
+    def known(self, expr: sympy.Basic) -> bool:
+        return all(s in self.check for s in expr.free_symbols)
+
+    def render(self, expr: sympy.Basic) -> _Rendered:
+        check, text, fast = (p.doprint(expr) for p in self._printers)
+        symbols = sorted(expr.free_symbols, key=lambda s: self.text[s])
+        return _Rendered(check, text, fast, symbols)
+
+
+def _finite(bound: sympy.Basic) -> bool:
+    return bound not in (int_oo, -int_oo, sympy.oo, -sympy.oo)
+
+
+# -- guards from the ShapeEnv ------------------------------------------------------------------
+def install_shape_guards(output: OutputGraph, guards: GuardBuilder) -> None:
+    """Guard everything the ShapeEnv assumed while tracing (call after the backend compiled:
+    a backend such as inductor may add assumptions of its own).
+
+    In order: each symbol's range, bound to a name for the rest of the fast path
+    (``2 <= (__gl_s0 := x.size()[0])``); each source whose symbol was replaced, by a constant
+    (specialized) or by another symbol (``L['y'].size()[0] == L['x'].size()[0]``); the strides
+    of dynamic tensors; then the guards the trace recorded, simplified, minus those the ranges
+    already imply. A guard over a symbol with no source of ours (a backend's own) is skipped.
+    """
+    env = output.shape_env
+    check_marked_dims(output)
+    renderer = _Renderer()
+    deferred: list[tuple[Any, sympy.Basic]] = []
+    for symbol, sources in env.var_to_sources.items():
+        sources = [s for s in sources if _renderable(s)]
+        if not sources:
+            continue
+        target = env.replace(symbol)
+        if target != symbol:
+            deferred.extend((source, target) for source in sources)
+            continue
+        binding = _range_guard(env, symbol, sources[0], renderer, guards)
+        renderer.define(symbol, sources[0], binding)
+        deferred.extend((source, symbol) for source in sources[1:])
+    for source, value in deferred:
+        if renderer.known(value):
+            _equal_guard(source, value, renderer, guards)
+    for source, fake in output.dynamic_tensors:
+        _stride_guard(env, source, fake, renderer, guards)
+    for guard in env.guards:
+        if env._maybe_evaluate_static(guard.expr, axioms=()) is not None:
+            continue  # implied by the symbols' ranges, which are guarded above
+        expr = env.simplify(guard.expr)
+        if expr == sympy.true or not renderer.known(expr):
+            continue
+        rendered = renderer.render(expr)
+        guards.symbolic_shape(rendered.text, rendered.check, rendered.fast,
+                              _currents(rendered, renderer))
+
+
+def _renderable(source: Any) -> bool:
+    try:
+        render_source(source, as_expr=True)
+    except KeyError:
+        return False
+    return True
+
+
+def _range_guard(env: ShapeEnv, symbol: sympy.Symbol, source: Any, renderer: _Renderer,
+                 guards: GuardBuilder) -> str | None:
+    """``2 <= L['x'].size()[0]``; returns the name the fast path binds the symbol to."""
+    vr = env.var_to_range.get(symbol)
+    lower = vr.lower if vr is not None and _finite(vr.lower) else None
+    upper = vr.upper if vr is not None and _finite(vr.upper) else None
+    if lower is None and upper is None:
+        return None  # an int without bounds: its source is read where it is used
+    check = render_source(source, as_expr=True)
+    text = render_source(source, as_expr=False)
+    binding = f"__gl_s{len(renderer.check)}"
+    low = f"{lower} <= " if lower is not None else ""
+    high = f" <= {upper}" if upper is not None else ""
+    # A size symbol starts at 2: sizes 0 and 1 are specialized, so failing that bound means the
+    # call has a size of 0 or 1, which gets an entry of its own.
+    zero_one = lower == 2 and getattr(source, "prop", None) is not None
+    guards.symbolic_shape(f"{low}{text}{high}", f"{low}{check}{high}",
+                          f"{low}({binding} := {check}){high}", ((text, check),),
+                          zero_one=zero_one)
+    return binding
+
+
+def _equal_guard(source: Any, value: sympy.Basic, renderer: _Renderer,
+                 guards: GuardBuilder) -> None:
+    """A source whose symbol was replaced: it equals a constant or another source's symbol."""
+    check = render_source(source, as_expr=True)
+    text = render_source(source, as_expr=False)
+    rendered = renderer.render(value)
+    currents = ((text, check), *_currents(rendered, renderer))
+    guards.symbolic_shape(f"{text} == {rendered.text}", f"{check} == {rendered.check}",
+                          f"{check} == {rendered.fast}", currents)
+
+
+def _stride_guard(env: ShapeEnv, source: Source, fake: torch.Tensor, renderer: _Renderer,
+                  guards: GuardBuilder) -> None:
+    """``x.stride() == (x.size()[1], 1)``: a dynamic tensor's strides, as the trace assumed."""
+    strides = []
+    for stride in fake.stride():
+        expr = env.simplify(stride.node.expr) if isinstance(stride, torch.SymInt) \
+            else sympy.Integer(stride)
+        if not renderer.known(expr):
+            return
+        strides.append(renderer.render(expr))
+    name, expr = source.name(), source.expr()
+    fast: str | None = f"{expr}.stride() == ({', '.join(r.fast for r in strides)},)"
+    for dim, rendered in enumerate(strides):
+        # One display guard per dimension; the fast path compares the whole tuple once.
+        guards.symbolic_shape(f"{name}.stride()[{dim}] == {rendered.text}",
+                              f"{expr}.stride()[{dim}] == {rendered.check}", fast,
+                              ((f"{name}.stride()[{dim}]", f"{expr}.stride()[{dim}]"),))
+        fast = None
+
+
+def _currents(rendered: _Rendered, renderer: _Renderer) -> tuple[tuple[str, str], ...]:
+    """(display, expression) of each symbol in a guard: what the miss message shows now."""
+    return tuple((renderer.text[s], renderer.check[s]) for s in rendered.symbols)
+
+
+# -- mark_dynamic that tracing specialized -----------------------------------------------------
+def check_marked_dims(output: OutputGraph) -> None:
+    """Raise if a dimension marked dynamic became a constant while tracing."""
+    env = output.shape_env
+    problems = []
+    for source, dim, symbol in output.marked_dims:
+        value = env.replace(symbol)
+        if value.is_number:
+            problems.append(_specialization_report(output, f"{source.name()}.size()[{dim}]",
+                                                   symbol, value))
+    if problems:
+        raise ConstraintViolationError(
+            "\n".join(problems) + "\nRemove the mark_dynamic call, or change the code so that "
+            "it does not depend on the exact size.")
+
+
+def _specialization_report(output: OutputGraph, name: str, symbol: sympy.Symbol,
+                           value: sympy.Basic) -> str:
+    """Which recorded guards pinned ``symbol`` to ``value``, and where the trace was then."""
+    env = output.shape_env
+    lines = [f"{name} was marked dynamic (graphlift.mark_dynamic), but tracing specialized it "
+             f"to the constant {value}:"]
+    records = list(zip(env.guards, output.guard_locations))
+    involved = [r for r in records if symbol in r[0].expr.free_symbols] or \
+        [r for r in records if isinstance(r[0].expr, sympy.Eq)]
+    names = {s: render_source(sources[0], as_expr=False)
+             for s, sources in env.var_to_sources.items() if sources and _renderable(sources[0])}
+    printer = _SymbolPrinter(_NamesOrSymbols(names))
+    for guard, location in involved[:3]:
+        where = location or f"inside torch ({_frame_text(guard.sloc.framework_loc)})"
+        lines.append(f"  - {printer.doprint(guard.expr)}, assumed at {where}")
+    if not involved:
+        lines.append("  - no recorded guard names it (a backend may have specialized it)")
+    return "\n".join(lines)
+
+
+class _NamesOrSymbols(dict):
+    """Display names of symbols; a symbol without one prints as itself."""
+
+    def __missing__(self, symbol: sympy.Symbol) -> str:
+        return str(symbol)
+
+
+def _frame_text(frame: Any) -> str:
+    filename = getattr(frame, "filename", None)
+    if filename is None:
+        return str(frame)
+    return f"{filename}:{frame.lineno} in {frame.name}"

@@ -1,0 +1,129 @@
+"""Builtins, step by step: used when the native handler cannot follow its arguments.
+
+``variables/builtins.py`` models ``sum``, ``all``, ``any``, ``enumerate``, ``zip``, ``map``, ``min``
+and ``max`` on iterables it can materialise. A lazy iterator (``itertools.count()``) or a
+user-defined iterable (a class with ``__iter__``) must be iterated one item at a time, and
+``min``/``max`` with ``key=`` or ``default=`` need Python's exact rules: these functions do that.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+_MISSING: Any = object()  # "no default given"; compared by identity
+
+
+def sum(iterable, /, start=0):  # noqa: A001
+    """builtins.sum: left-to-right ``+`` from ``start`` (floats are not compensated in 3.11)."""
+    for kind, joiner in ((str, "''"), (bytes, "b''"), (bytearray, "b''")):
+        if isinstance(start, kind):
+            raise TypeError(f"sum() can't sum {kind.__name__}"
+                            f"{'s' if kind is str else ''} [use {joiner}.join(seq) instead]")
+    total = start
+    for item in iter(iterable):
+        total = total + item
+    return total
+
+
+def all(iterable, /):  # noqa: A001
+    """builtins.all: stops at the first false item."""
+    for item in iter(iterable):
+        if not item:
+            return False
+    return True
+
+
+def any(iterable, /):  # noqa: A001
+    """builtins.any: stops at the first true item."""
+    for item in iter(iterable):
+        if item:
+            return True
+    return False
+
+
+def enumerate(iterable, start=0):  # noqa: A001
+    """builtins.enumerate: ``(start + i, item)`` pairs."""
+    count = operator.index(start)
+    for item in iter(iterable):
+        yield count, item
+        count += 1
+
+
+def zip(*iterables, strict=False):  # noqa: A001
+    """builtins.zip: one item from each iterator in turn, to the shortest (strict: checked)."""
+    iterators = [iter(it) for it in iterables]
+    if not iterators:
+        return
+    while True:
+        row = []
+        for index in range(len(iterators)):
+            try:
+                row.append(next(iterators[index]))
+            except StopIteration:
+                if strict:
+                    _zip_check_rest(iterators, index)
+                return
+        yield tuple(row)
+
+
+def _zip_check_rest(iterators, index):
+    """zip(strict=True) after iterator ``index`` ran out: every other one must be empty too."""
+    if index:
+        plural = " " if index == 1 else "s 1-"
+        raise ValueError(f"zip() argument {index + 1} is shorter than argument{plural}{index}")
+    for other in range(1, len(iterators)):
+        try:
+            next(iterators[other])
+        except StopIteration:
+            continue
+        plural = " " if other == 1 else "s 1-"
+        raise ValueError(f"zip() argument {other + 1} is longer than argument{plural}{other}")
+
+
+def map(function, /, *iterables):  # noqa: A001
+    """builtins.map: ``function`` over the items of the iterables, to the shortest."""
+    if not iterables:
+        raise TypeError("map() must have at least two arguments.")
+    iterators = [iter(it) for it in iterables]
+    while True:
+        args = []
+        for it in iterators:
+            try:
+                args.append(next(it))
+            except StopIteration:
+                return
+        yield function(*args)
+
+
+def min(*args, key=None, default=_MISSING):  # noqa: A001
+    """builtins.min with ``key=`` and ``default=``: the first smallest item."""
+    return _extreme("min", operator.lt, args, key, default)
+
+
+def max(*args, key=None, default=_MISSING):  # noqa: A001
+    """builtins.max with ``key=`` and ``default=``: the first largest item."""
+    return _extreme("max", operator.gt, args, key, default)
+
+
+def _extreme(name, better, args, key, default):
+    if not args:
+        raise TypeError(f"{name} expected at least 1 argument, got 0")
+    if len(args) == 1:
+        items = iter(args[0])
+    else:
+        if default is not _MISSING:
+            raise TypeError(f"Cannot specify a default for {name}() with multiple positional "
+                            "arguments")
+        items = iter(args)
+    found = False
+    best = best_key = None
+    for item in items:
+        item_key = item if key is None else key(item)
+        if not found or better(item_key, best_key):
+            best, best_key, found = item, item_key, True
+    if found:
+        return best
+    if default is _MISSING:
+        raise ValueError(f"{name}() arg is an empty sequence")
+    return default

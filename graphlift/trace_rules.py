@@ -1,0 +1,434 @@
+"""Trace rules: what graphlift does with each callable it meets while tracing.
+
+Every call the translator sees gets one decision, made by :func:`lookup` from the tables below:
+
+=============  ===================================================================================
+``INLINE``     trace the callee's bytecode into the caller's graph (user code, the safe Python
+               parts of torch such as ``nn.Module`` forwards and ``torch.nn.functional``)
+``POLYFILL``   inline a pure-Python stand-in from :mod:`graphlift.polyfills` in place of a C
+               function (``itertools.chain``, ``functools.reduce``, ``heapq.heappush``, ...)
+``BUILTIN``    modelled by a handler of :mod:`graphlift.variables.builtins`: Python builtins, and
+               ``math``/``operator`` functions (folded on constants, one graph node on tensors)
+``GRAPH``      one node in the graph, run on fake tensors for metadata (``torch.*`` ops,
+               ``torch.nn.functional`` ops with a C binding, tensor methods, ``allow_in_graph``)
+``SKIP``       a graph break at the call: the call runs eagerly (most of the standard library,
+               ``logging``, ``print``, I/O, third-party libraries, graphlift itself, ``disable``)
+=============  ===================================================================================
+
+``lookup(fn)`` returns a :class:`Decision` naming the :class:`Rule` row that decided, so a graph
+break can say which rule skipped the call and how to overrule it. User overrides come first
+(:func:`graphlift.disable`, :func:`graphlift.allow_in_graph`, ``config.inline_modules`` and
+``config.skip_modules``), then the per-object tables, then the per-module tables.
+"""
+
+from __future__ import annotations
+
+import enum
+import sys
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from graphlift.config import config
+from graphlift.exc import Unsupported
+
+
+class Kind(enum.Enum):
+    """The closed set of treatments a callable can get."""
+
+    INLINE = "inline"  # trace its bytecode into the current graph
+    POLYFILL = "polyfill"  # inline a pure-Python stand-in instead of the C original
+    BUILTIN = "builtin"  # a handler in variables/builtins.py models it
+    GRAPH = "graph"  # one node in the graph
+    SKIP = "skip"  # graph break at the call; it runs eagerly
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One row of the decision tables: its name, the treatment, and why."""
+
+    name: str
+    kind: Kind
+    why: str
+    hint: str | None = None  # how to overrule it, shown with a graph break
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What :func:`lookup` decided for one callable, and the rule that decided it.
+
+    ``target`` is what runs instead of the callable itself: the polyfill for ``POLYFILL``, the
+    original function for a ``graphlift.compile`` wrapper. ``detail`` adds the user's reason
+    (``disable(reason=...)``) or the module a module rule matched.
+    """
+
+    kind: Kind
+    rule: Rule
+    target: Any = None
+    detail: str = ""
+
+    def explain(self) -> str:
+        """``"skip (rule 'stdlib': ...)"``: what the graph-break log and the doctor print."""
+        detail = f"; {self.detail}" if self.detail else ""
+        return f"{self.kind.value} (rule {self.rule.name!r}: {self.rule.why}{detail})"
+
+
+def _rule(name: str, kind: Kind, why: str, hint: str | None = None) -> Rule:
+    return Rule(name, kind, why, hint)
+
+
+_INLINE_MODULES_HINT = ("add its module to graphlift.config.inline_modules to trace it, or move "
+                        "the call out of the compiled function")
+
+# -- the rules, in the order lookup() tries them ------------------------------------------------
+# User overrides.
+DISABLED = _rule("disabled", Kind.SKIP, "disabled by the user (graphlift.disable)",
+                 "remove graphlift.disable to trace it")
+ALLOW_IN_GRAPH = _rule("allow_in_graph", Kind.GRAPH,
+                       "allowed in the graph by the user (graphlift.allow_in_graph): one opaque "
+                       "node, its body is not traced")
+CONFIG_SKIP = _rule("config.skip_modules", Kind.SKIP,
+                    "its module is listed in graphlift.config.skip_modules",
+                    "remove the module from graphlift.config.skip_modules")
+CONFIG_INLINE = _rule("config.inline_modules", Kind.INLINE,
+                      "its module is listed in graphlift.config.inline_modules")
+# Per-object rows.
+COMPILED_FUNCTION = _rule("compiled_function", Kind.INLINE,
+                          "a graphlift.compile wrapper: its original function is inlined")
+POLYFILLED = _rule("polyfill", Kind.POLYFILL,
+                   "a C function with a pure-Python stand-in in graphlift.polyfills")
+POLYFILL_DECLINED = _rule("polyfill_declined", Kind.SKIP,
+                          "its polyfill does not accept these arguments, so the original runs "
+                          "eagerly", "pass arguments the polyfill models, or accept the break")
+MODELLED_CLASS = _rule("modelled_class", Kind.BUILTIN,
+                       "a class whose construction graphlift models (grad modes, deque, "
+                       "OrderedDict, torch.Size, exceptions, namedtuples)")
+IO_BUILTIN = _rule("io_builtin", Kind.SKIP, "it does I/O or talks to the interpreter, which a "
+                   "graph cannot do", "remove the call, or accept the graph break")
+PYTHON_BUILTIN = _rule("python_builtin", Kind.BUILTIN,
+                       "a Python builtin modelled by a handler in variables/builtins.py")
+UNHANDLED_BUILTIN = _rule("unhandled_builtin", Kind.SKIP,
+                          "a Python builtin that graphlift does not model",
+                          "move the call out of the compiled function")
+CONSTANT_CLASS_METHOD = _rule("constant_class_method", Kind.BUILTIN,
+                              "a class method of an immutable builtin class (dict.fromkeys, "
+                              "int.from_bytes): folded on constants")
+PURE_C_FUNCTION = _rule("pure_c_function", Kind.BUILTIN,
+                        "a math/operator function: folded on constants, one graph node on "
+                        "tensors")
+TORCH_GLOBAL_STATE = _rule("torch_global_state", Kind.SKIP,
+                           "a torch function that reads or changes process state (RNG, "
+                           "defaults, files)", "call it outside the compiled function")
+TENSOR_METHOD = _rule("tensor_method", Kind.GRAPH, "a method of torch.Tensor")
+TORCH_OP = _rule("torch_op", Kind.GRAPH,
+                 "a torch operator or C binding (torch.*, torch.nn.functional C ops, aten ops)")
+C_METHOD = _rule("c_method", Kind.SKIP, "a method of a C type graphlift does not model",
+                 "move the call out of the compiled function")
+# Per-module rows.
+GRAPHLIFT_POLYFILLS = _rule("graphlift.polyfills", Kind.INLINE,
+                            "graphlift's pure-Python polyfills are traced like user code")
+GRAPHLIFT = _rule("graphlift", Kind.SKIP, "graphlift's own code never traces itself")
+TORCH_INLINE = _rule("torch_inline", Kind.INLINE,
+                     "a part of torch written in Python that is safe to trace "
+                     "(nn.Module forwards, torch.nn.functional, grad-mode decorators)")
+TORCH_CLASS = _rule("torch_class", Kind.SKIP,
+                    "constructing this torch class while tracing is not modelled",
+                    "construct it outside the compiled function and pass it in")
+TORCH_PYTHON = _rule("torch_python", Kind.GRAPH,
+                     "a torch function written in Python, kept whole as one node")
+STDLIB = _rule("stdlib", Kind.SKIP, "the standard library runs eagerly", _INLINE_MODULES_HINT)
+THIRD_PARTY = _rule("third_party", Kind.SKIP, "a third-party library on the skip list",
+                    _INLINE_MODULES_HINT)
+C_FUNCTION = _rule("c_function", Kind.SKIP,
+                   "a C function graphlift cannot see into and has no polyfill for",
+                   "move the call out of the compiled function")
+USER_CODE = _rule("user_code", Kind.INLINE, "user code is traced")
+
+# Parts of torch traced like user code, by module name (a prefix matches its submodules).
+TORCH_INLINE_MODULES = (
+    "torch.nn.modules",  # nn.Module forwards and their helpers
+    "torch.nn.functional",  # the Python functions of F (F.relu, F.softmax); C ops are one node
+    "torch.utils._contextlib",  # @torch.no_grad() / @torch.enable_grad() decorated functions
+)
+
+# Python builtins that do I/O or reach into the interpreter: always a graph break.
+IO_BUILTINS = frozenset({
+    print,  # writes to stdout
+    input,  # reads stdin
+    open,  # file I/O
+    breakpoint,  # enters the debugger
+    exec,  # runs arbitrary code
+    eval,  # runs arbitrary code
+    compile,  # makes code objects
+    globals,  # the interpreter's frame state
+    locals,  # the interpreter's frame state
+    vars,  # the interpreter's frame state
+    help,  # interactive help (site.py)
+})
+
+# Modules whose globals inlined code reads without guards (see is_trusted_globals).
+TRUSTED_MODULES = ("graphlift.polyfills", "torch")
+
+# Standard-library modules that are traced (pure computation, no interpreter state). Everything
+# else in sys.stdlib_module_names is skipped.
+STDLIB_INLINE = frozenset({
+    "dataclasses",  # fields(), replace(): plain attribute work on user objects
+    "contextlib",  # @contextmanager generators, suppress, nullcontext: with blocks in Python
+})
+
+# Third-party libraries skipped by default, by top-level module name.
+THIRD_PARTY_SKIP = frozenset({
+    "numpy",  # C arrays: outside the graph's world
+    "pandas", "scipy", "sklearn",  # scientific stack built on numpy
+    "tqdm",  # progress bars write to the terminal
+    "tabulate", "rich",  # terminal output
+    "hypothesis", "pytest", "_pytest",  # test frameworks
+    "tensorflow", "jax", "onnx", "onnxruntime",  # other frameworks
+    "networkx", "omegaconf", "hydra", "yaml", "PIL",  # configs, graphs, files
+})
+
+_BUILTINS = {id(v): v for v in vars(__import__("builtins")).values()}
+_PURE_C_MODULES = frozenset({"math", "cmath", "operator", "_operator"})
+
+# Override registries. Keys are ids; the values keep the objects alive so no id is reused.
+_allowed: dict[int, Callable] = {}
+_fakes: dict[int, Callable] = {}
+DISABLED_ATTR = "_graphlift_disabled"  # on a graphlift.disable wrapper (eval_frame's name)
+COMPILED_ATTR = "_graphlift_fn"  # on a graphlift.compile wrapper (eval_frame.WRAPPED_ATTR)
+
+
+# -- lookup --------------------------------------------------------------------------------------
+def lookup(fn: Any) -> Decision:
+    """The decision for calling ``fn`` while tracing, and the rule that made it."""
+    decision = _override(fn)
+    if decision is not None:
+        return decision
+    if isinstance(fn, types.MethodType):
+        return lookup(fn.__func__)  # a bound method is decided by its function
+    decision = _by_object(fn)
+    if decision is not None:
+        return decision
+    return _by_module(fn, module_of(fn))
+
+
+def _override(fn: Any) -> Decision | None:
+    reason = _safe_getattr(fn, DISABLED_ATTR)
+    if reason is not None:
+        return Decision(Kind.SKIP, DISABLED, detail=reason)
+    if id(fn) in _allowed:
+        return Decision(Kind.GRAPH, ALLOW_IN_GRAPH)
+    original = _safe_getattr(fn, COMPILED_ATTR)
+    if original is not None:
+        return Decision(Kind.INLINE, COMPILED_FUNCTION, target=original)
+    return None
+
+
+def _by_object(fn: Any) -> Decision | None:
+    """Rules that recognise the object itself (before its module is considered)."""
+    from graphlift.polyfills import call_original, polyfill_for
+    from graphlift.variables.builtins import CONSTANT_CLASSES
+    from graphlift.variables.tensor import STATEFUL_TORCH_FUNCTIONS
+
+    polyfill = polyfill_for(fn) if config.use_polyfills else None
+    if _hashable(fn) and fn in IO_BUILTINS:
+        return Decision(Kind.SKIP, IO_BUILTIN)
+    if is_handled_builtin(fn):
+        return Decision(Kind.BUILTIN, PYTHON_BUILTIN, target=polyfill)
+    owner = getattr(fn, "__self__", None)
+    if isinstance(fn, types.BuiltinFunctionType) and isinstance(owner, type) and \
+            owner in CONSTANT_CLASSES:
+        return Decision(Kind.BUILTIN, CONSTANT_CLASS_METHOD)
+    if id(fn) in _BUILTINS and _BUILTINS[id(fn)] is fn and callable(fn):
+        # A native handler first; the polyfill (target) when it cannot follow the arguments.
+        if is_modelled_builtin(fn):
+            return Decision(Kind.BUILTIN, PYTHON_BUILTIN, target=polyfill)
+        if polyfill is None:
+            return Decision(Kind.SKIP, UNHANDLED_BUILTIN)
+    if polyfill is not None:
+        return Decision(Kind.POLYFILL, POLYFILLED, target=polyfill)
+    if fn is call_original:
+        return Decision(Kind.SKIP, POLYFILL_DECLINED)
+    if isinstance(fn, type) and is_modelled_class(fn):
+        return Decision(Kind.BUILTIN, MODELLED_CLASS)
+    if isinstance(fn, types.BuiltinFunctionType) and \
+            getattr(fn, "__module__", None) in _PURE_C_MODULES:
+        return Decision(Kind.BUILTIN, PURE_C_FUNCTION)
+    if _hashable(fn) and fn in STATEFUL_TORCH_FUNCTIONS:
+        return Decision(Kind.SKIP, TORCH_GLOBAL_STATE, detail=STATEFUL_TORCH_FUNCTIONS[fn])
+    if isinstance(fn, types.BuiltinFunctionType) and owner is not None and \
+            not isinstance(owner, (types.ModuleType, type)):
+        return Decision(Kind.SKIP, C_METHOD, detail=f"bound to a {type(owner).__name__} object")
+    objclass = getattr(fn, "__objclass__", None)
+    if isinstance(objclass, type) and issubclass(objclass, torch._C.TensorBase):
+        return Decision(Kind.GRAPH, TENSOR_METHOD)
+    if isinstance(fn, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)):
+        return Decision(Kind.GRAPH, TORCH_OP)
+    return None
+
+
+def _by_module(fn: Any, module: str | None) -> Decision:
+    """Rules that go by the module ``fn`` was defined in."""
+    name = module or ""
+    matched = _prefix_match(name, config.skip_modules)
+    if matched:
+        return Decision(Kind.SKIP, CONFIG_SKIP, detail=f"module {name} matched {matched!r}")
+    python = isinstance(fn, (types.FunctionType, type))
+    matched = _prefix_match(name, config.inline_modules)
+    if matched and python:
+        return Decision(Kind.INLINE, CONFIG_INLINE, detail=f"module {name} matched {matched!r}")
+    if _prefix_match(name, ("graphlift.polyfills",)):
+        return Decision(Kind.INLINE, GRAPHLIFT_POLYFILLS)
+    if _prefix_match(name, ("graphlift",)):
+        return Decision(Kind.SKIP, GRAPHLIFT, detail=f"module {name}")
+    if _prefix_match(name, ("torch",)):
+        if isinstance(fn, type):
+            return Decision(Kind.SKIP, TORCH_CLASS, detail=f"module {name}")
+        if python and _prefix_match(name, TORCH_INLINE_MODULES):
+            return Decision(Kind.INLINE, TORCH_INLINE, detail=f"module {name}")
+        return Decision(Kind.GRAPH, TORCH_PYTHON if python else TORCH_OP, detail=f"module {name}")
+    top = name.partition(".")[0]
+    if top in sys.stdlib_module_names and top not in STDLIB_INLINE:
+        if top == "builtins":  # a method of str, list, dict...
+            return Decision(Kind.SKIP, C_METHOD, detail=_name(fn))
+        return Decision(Kind.SKIP, STDLIB, detail=f"module {name}")
+    if top in THIRD_PARTY_SKIP:
+        return Decision(Kind.SKIP, THIRD_PARTY, detail=f"module {name}")
+    if not python:
+        return Decision(Kind.SKIP, C_FUNCTION if isinstance(fn, types.BuiltinFunctionType)
+                        else C_METHOD, detail=f"{type(fn).__name__} {_name(fn)}")
+    return Decision(Kind.INLINE, USER_CODE)
+
+
+def module_of(fn: Any) -> str | None:
+    """The name of the module that defined ``fn`` (not what ``functools.wraps`` copied)."""
+    if isinstance(fn, types.FunctionType):
+        return fn.__globals__.get("__name__")
+    if isinstance(fn, types.BuiltinFunctionType):
+        owner = fn.__self__
+        if isinstance(owner, types.ModuleType):
+            return owner.__name__
+        if isinstance(owner, type):
+            return owner.__module__
+        return fn.__module__ or type(owner).__module__
+    objclass = getattr(fn, "__objclass__", None)
+    if isinstance(objclass, type):
+        return objclass.__module__
+    if isinstance(fn, type):
+        return fn.__module__
+    return getattr(fn, "__module__", None) or type(fn).__module__
+
+
+def is_modelled_class(cls: type) -> bool:
+    """Classes that ClassVariable constructs natively (objects.CONSTRUCTORS, exceptions,
+    named tuples)."""
+    from graphlift.variables.objects import CONSTRUCTORS
+
+    return cls in CONSTRUCTORS or issubclass(cls, BaseException) or \
+        (issubclass(cls, tuple) and hasattr(cls, "_fields"))
+
+
+def is_third_party(value: Any) -> bool:
+    """Callable objects of skipped libraries (numpy's functions and ufuncs are objects)."""
+    return (type(value).__module__ or "").partition(".")[0] in THIRD_PARTY_SKIP
+
+
+def is_overridden(fn: Any) -> bool:
+    """Whether ``fn`` was given to allow_in_graph or made by disable or compile."""
+    return id(fn) in _allowed or _safe_getattr(fn, DISABLED_ATTR) is not None or \
+        _safe_getattr(fn, COMPILED_ATTR) is not None
+
+
+def is_modelled_builtin(fn: Any) -> bool:
+    """Whether variables/builtins.py has a handler, folds it, or models the type."""
+    from graphlift.variables.builtins import PURE_BUILTINS
+
+    return isinstance(fn, type) or is_handled_builtin(fn) or fn in PURE_BUILTINS
+
+
+def is_handled_builtin(fn: Any) -> bool:
+    """Whether variables/builtins.py has a handler for ``fn`` (object.__setattr__ included)."""
+    from graphlift.variables.builtins import BUILTIN_HANDLERS
+
+    return _hashable(fn) and fn in BUILTIN_HANDLERS
+
+
+# -- overrides -----------------------------------------------------------------------------------
+def register_allowed(fn: Callable, fake: Callable | None) -> None:
+    """Record ``graphlift.allow_in_graph(fn, fake=fake)``."""
+    _allowed[id(fn)] = fn
+    if fake is not None:
+        _fakes[id(fn)] = fake
+
+
+def is_trusted_globals(globals_dict: dict[str, Any]) -> bool:
+    """Globals read without guards while tracing: graphlift's polyfills, and torch's modules
+    (trusted not to be monkey-patched between calls, as torch's namespaces are)."""
+    name = globals_dict.get("__name__")
+    return isinstance(name, str) and _prefix_match(name, TRUSTED_MODULES) is not None
+
+
+def fake_impl(fn: Any) -> Callable | None:
+    """The ``fake=`` function given to :func:`allow_in_graph` for ``fn``, if any."""
+    return _fakes.get(id(fn))
+
+
+def disallow_in_graph(fn: Callable) -> None:
+    """Undo :func:`allow_in_graph` for ``fn``."""
+    _allowed.pop(id(fn), None)
+    _fakes.pop(id(fn), None)
+
+
+def skip_error(fn: Any, decision: Decision) -> Unsupported:
+    """The graph break for a call that ``decision`` skips; the explanation names the rule.
+
+    ``fn`` is the callable, or its name when only that is known.
+    """
+    if decision.rule is DISABLED:
+        reason = f": {decision.detail}" if decision.detail else ""
+        explanation = f"{_name(fn)}() is disabled by the user (graphlift.disable){reason}"
+    else:
+        explanation = f"{_name(fn)}() skipped by trace rule {decision.rule.name!r}: " \
+                      f"{decision.rule.why}" + (f" ({decision.detail})" if decision.detail else "")
+    hints = (decision.rule.hint,) if decision.rule.hint else ()
+    return Unsupported(explanation, break_type="skipped_function", hints=hints)
+
+
+# -- helpers -------------------------------------------------------------------------------------
+def _prefix_match(name: str, prefixes: Any) -> str | None:
+    """The first of ``prefixes`` that is ``name`` or a package containing it."""
+    for prefix in prefixes:
+        if name == prefix or name.startswith(prefix + "."):
+            return prefix
+    return None
+
+
+def _safe_getattr(fn: Any, name: str) -> Any:
+    """``getattr`` that never runs user code for ordinary functions and classes."""
+    if isinstance(fn, types.FunctionType):
+        return fn.__dict__.get(name)
+    try:
+        return getattr(fn, name, None) if not isinstance(fn, type) else None
+    except Exception:  # a __getattr__ that raises something else than AttributeError
+        return None
+
+
+def _hashable(fn: Any) -> bool:
+    try:
+        hash(fn)
+    except TypeError:
+        return False
+    return True
+
+
+def _name(fn: Any) -> str:
+    """``module.qualname`` as the user knows it (a wrapper made by functools.wraps included)."""
+    if isinstance(fn, str):
+        return fn
+    module = getattr(fn, "__module__", None)
+    if not isinstance(module, str):
+        module = module_of(fn)
+    qualname = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    return f"{module}.{qualname}" if module and module != "builtins" else qualname

@@ -1,0 +1,309 @@
+"""Trackers for the trace rules' decisions about callables, and the one function that makes them.
+
+:func:`wrap_callable` asks :func:`graphlift.trace_rules.lookup` what to do with a function, method,
+class or operator met while tracing, and returns the tracker that does it:
+
+=================  ==========================================================================
+``INLINE``         ``UserFunctionVariable`` / ``UserMethodVariable`` (``ClassVariable`` for classes)
+``POLYFILL``       :class:`PolyfillVariable`: calls inline the stand-in
+``BUILTIN``        ``BuiltinVariable`` (``ClassVariable`` for classes with a native constructor)
+``GRAPH``          ``TorchCallableVariable``; :class:`AllowedFunctionVariable` for allow_in_graph
+``SKIP``           :class:`SkippedFunctionVariable`: a call is a graph break naming the rule
+=================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from graphlift import trace_rules
+from graphlift.exc import GraphliftError, Unsupported
+from graphlift.sources import AttrSource, Source
+from graphlift.trace_rules import Decision, Kind
+from graphlift.variables.base import VariableTracker
+from graphlift.variables.constant import wrap_constant
+from graphlift.variables.containers import DictVariable, ListVariable, TupleVariable
+from graphlift.variables.objects import UserObjectVariable, bind_class_attr, lookup_class_attr
+
+if TYPE_CHECKING:
+    from graphlift.codegen import OutputCodegen
+    from graphlift.translator import InstructionTranslator
+
+# Kinds of values the trace rules classify (callable instances of user classes are objects).
+CALLABLE_TYPES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+                  types.MethodDescriptorType, types.WrapperDescriptorType,
+                  types.MethodWrapperType, types.ClassMethodDescriptorType, type,
+                  torch._ops.OpOverloadPacket, torch._ops.OpOverload)
+
+
+def is_classified_callable(value: Any) -> bool:
+    """Whether ``value`` is decided by the trace rules (rather than tracked as an object)."""
+    return isinstance(value, CALLABLE_TYPES) or trace_rules.is_overridden(value) or \
+        (callable(value) and trace_rules.is_third_party(value))
+
+
+def wrap_callable(tx: InstructionTranslator, value: Any,
+                  source: Source | None = None) -> VariableTracker:
+    """The tracker for a callable, as the trace rules decide. The caller installs its guard."""
+    from graphlift.variables.builtins import BuiltinVariable
+    from graphlift.variables.functions import UserFunctionVariable, UserMethodVariable
+    from graphlift.variables.objects import ClassVariable
+    from graphlift.variables.tensor import TorchCallableVariable
+
+    decision = trace_rules.lookup(value)
+    kind = decision.kind
+    if kind is Kind.POLYFILL:
+        return PolyfillVariable(value, decision.target, source)
+    if kind is Kind.BUILTIN and decision.rule is not trace_rules.MODELLED_CLASS:
+        return BuiltinVariable(value, source)  # builtin types (int, list) included
+    if isinstance(value, type):
+        return ClassVariable(value, source)  # ClassVariable.call consults the rules
+    if kind is Kind.SKIP:
+        return SkippedFunctionVariable(value, decision, source)
+    if kind is Kind.GRAPH:
+        if decision.rule is trace_rules.ALLOW_IN_GRAPH:
+            return AllowedFunctionVariable(value, source)
+        return TorchCallableVariable(value, source)
+    if isinstance(value, types.MethodType):
+        fn = _wrap_part(tx, value.__func__, source, "__func__")
+        return UserMethodVariable(fn, _wrap_part(tx, value.__self__, source, "__self__"))
+    if decision.target is not None:  # a graphlift.compile wrapper: its original function
+        return _wrap_part(tx, decision.target, source, trace_rules.COMPILED_ATTR)
+    if not isinstance(value, types.FunctionType):
+        return SkippedFunctionVariable(value, Decision(Kind.SKIP, trace_rules.C_FUNCTION), source)
+    return UserFunctionVariable(value, source)
+
+
+def _wrap_part(tx: InstructionTranslator, value: Any, source: Source | None,
+               attr: str) -> VariableTracker:
+    """A part of a callable (a bound method's function or object), guarded through its source."""
+    from graphlift.variables.builder import wrap_unguarded
+
+    if source is None:
+        return wrap_unguarded(tx, value)
+    return tx.builder.wrap(value, AttrSource(source, attr))
+
+
+class SkippedFunctionVariable(VariableTracker):
+    """A callable the trace rules skip: calling it is a graph break that names the rule."""
+
+    def __init__(self, fn: Any, decision: Decision, source: Source | None = None) -> None:
+        super().__init__(source)
+        self.fn = fn
+        self.decision = decision
+
+    def describe(self) -> str:
+        return getattr(self.fn, "__qualname__", None) or repr(self.fn)
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def call(self, tx, args, kwargs):
+        if self.decision.rule is trace_rules.POLYFILL_DECLINED and args:
+            original = args[0]
+            raise trace_rules.skip_error(original.describe(), self.decision)
+        raise trace_rules.skip_error(self.fn, self.decision)
+
+    def var_getattr(self, tx, name):
+        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+            return wrap_constant(getattr(self.fn, name, None))
+        raise Unsupported(f"attribute {name!r} of the skipped function {self.describe()}")
+
+    def reconstruct(self, codegen: OutputCodegen) -> str:
+        return codegen.source_expr(self.source) if self.source else codegen.constant(self.fn)
+
+
+class PolyfillVariable(VariableTracker):
+    """A C function or class with a pure-Python stand-in: calls run the stand-in instead."""
+
+    def __init__(self, original: Any, polyfill: Any, source: Source | None = None) -> None:
+        super().__init__(source)
+        self.original = original
+        self.polyfill = polyfill
+
+    def describe(self) -> str:
+        return getattr(self.original, "__qualname__", None) or repr(self.original)
+
+    def python_type(self) -> type:
+        return type(self.original)
+
+    def is_constant(self) -> bool:
+        # A class (itertools.chain) is a constant: isinstance() arguments, identity tests.
+        return isinstance(self.original, type)
+
+    def as_constant(self) -> Any:
+        if isinstance(self.original, type):
+            return self.original
+        return super().as_constant()
+
+    def call(self, tx, args, kwargs):
+        from graphlift.variables.functions import UserFunctionVariable
+        from graphlift.variables.objects import ClassVariable
+
+        if getattr(self.polyfill, "_graphlift_lazy", False):
+            return make_lazy_iterator(self.polyfill, args, kwargs)
+        if isinstance(self.polyfill, type):
+            return ClassVariable(self.polyfill).call(tx, args, kwargs)
+        return UserFunctionVariable(self.polyfill).call(tx, args, kwargs)
+
+    def var_getattr(self, tx, name):
+        from graphlift.variables.builder import wrap_unguarded
+
+        try:
+            value = getattr(self.original, name)
+        except AttributeError as error:
+            raise Unsupported(f"{self.describe()} has no attribute {name!r}",
+                              break_type="user_exception") from error
+        return wrap_unguarded(tx, value)
+
+    def reconstruct(self, codegen: OutputCodegen) -> str:
+        if self.source is not None:
+            return codegen.source_expr(self.source)
+        return codegen.constant(self.original)
+
+
+class StandInObjectVariable(UserObjectVariable):
+    """A real C object from the inputs (a partial, an itemgetter) seen as its polyfill's object.
+
+    Its attributes are the stand-in's state, read once by the builder; its methods come from the
+    stand-in class, which is graphlift's own code, so they are not guarded through the object.
+    """
+
+    def var_getattr(self, tx, name):
+        if name in self.attrs:
+            return self.attrs[name]
+        attr = lookup_class_attr(self.cls, name)
+        if not callable(attr):
+            raise Unsupported(f"{self.python_type().__name__!r} object has no attribute {name!r}",
+                              break_type="user_exception")
+        return bind_class_attr(tx, self, self.cls, name, attr, None)
+
+    def store_attr(self, tx, name, value):
+        raise Unsupported(f"assigning to an attribute of {self.source.name()}, a "
+                          f"{self.python_type().__name__} from the inputs",
+                          break_type="side_effect")
+
+
+def make_lazy_iterator(stand_in: type, args: list[VariableTracker],
+                       kwargs: dict[str, VariableTracker]) -> VariableTracker:
+    """``itertools.count(...)``: the stand-in object, made for real and stepped lazily.
+
+    Constant arguments are passed as values. The first ``_graphlift_object_args`` arguments may be
+    any tracker (``repeat``'s object: the stand-in hands the same tracker back for every item).
+    """
+    from graphlift.variables.exceptions import raise_real
+    from graphlift.variables.iterators import LazyIteratorVariable
+
+    values = [a.as_constant() if a.is_constant() else a for a in args]
+    keywords = {k: v.as_constant() if v.is_constant() else v for k, v in kwargs.items()}
+    numbers = [*values[getattr(stand_in, "_graphlift_object_args", 0):], *keywords.values()]
+    if any(isinstance(v, VariableTracker) for v in numbers):
+        raise Unsupported(f"{stand_in._graphlift_real_class.__name__}() with arguments that "
+                          "are not constants")
+    try:
+        obj = stand_in(*values, **keywords)
+    except (TypeError, ValueError) as error:
+        raise raise_real(error) from error
+    return LazyIteratorVariable(obj)
+
+
+class AllowedFunctionVariable(VariableTracker):
+    """A function passed to ``graphlift.allow_in_graph``: one opaque node, its body never runs.
+
+    The node's output metadata comes from, in order: the ``fake=`` function given to
+    ``allow_in_graph``; reading the function's bytecode in a sandbox translator (its nodes,
+    guards and side effects are thrown away, and nothing of it executes); calling it on fake
+    tensors (only when the sandbox cannot follow it: its Python body then runs once).
+    """
+
+    def __init__(self, fn: Any, source: Source | None = None) -> None:
+        super().__init__(source)
+        self.fn = fn
+
+    def describe(self) -> str:
+        return getattr(self.fn, "__qualname__", repr(self.fn))
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def call(self, tx, args, kwargs):
+        from graphlift.variables.tensor import call_torch
+
+        def fake_result(fake_args: list, fake_kwargs: dict) -> Any:
+            fake = trace_rules.fake_impl(self.fn)
+            if fake is not None:
+                return self._run(tx, fake, fake_args, fake_kwargs, "its fake= function")
+            if isinstance(self.fn, types.FunctionType):
+                result = sandbox_outputs(tx, self.fn, args, kwargs)
+                if result is not None:
+                    return result
+            return self._run(tx, self.fn, fake_args, fake_kwargs, "it")
+
+        return call_torch(tx, "call_function", self.fn, args, kwargs, fake_result=fake_result)
+
+    def _run(self, tx, fn, fake_args, fake_kwargs, what: str) -> Any:
+        try:
+            with tx.output.fake_mode:
+                return fn(*fake_args, **fake_kwargs)
+        except Exception as error:
+            raise Unsupported(
+                f"allow_in_graph function {self.describe()}: {what} raised "
+                f"{type(error).__name__} on fake tensors: {error}", break_type="torch_error",
+                hints=("pass allow_in_graph(fn, fake=...) computing the outputs' shapes",),
+            ) from error
+
+    def reconstruct(self, codegen: OutputCodegen) -> str:
+        return codegen.source_expr(self.source) if self.source else codegen.constant(self.fn)
+
+
+def sandbox_outputs(tx: InstructionTranslator, fn: types.FunctionType,
+                    args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> Any:
+    """The fake outputs of ``fn(*args, **kwargs)`` by tracing it into a throwaway graph.
+
+    The sandbox has its own graph, guards and side-effect ledger and shares only the fake mode,
+    so nothing it does reaches the real trace. Returns None when it cannot follow ``fn``.
+    """
+    from graphlift.guards import GuardBuilder
+    from graphlift.output_graph import OutputGraph
+    from graphlift.translator import InstructionTranslator
+    from graphlift.variables.functions import UserFunctionVariable, bind_arguments
+    from graphlift.variables.tensor import to_fake
+
+    scratch = OutputGraph()
+    scratch.fake_mode = tx.output.fake_mode
+    try:
+        tracer = InstructionTranslator(fn, {}, scratch, GuardBuilder())
+        callee = UserFunctionVariable(fn)
+        bound = bind_arguments(fn.__code__, [_rebind(scratch, a) for a in args],
+                               {k: _rebind(scratch, v) for k, v in kwargs.items()},
+                               callee.defaults(tracer), callee.kwdefaults(tracer))
+        tracer.symbolic_locals.update(bound)
+        return to_fake(tracer.run())
+    except GraphliftError:
+        return None
+
+
+def _rebind(scratch: Any, value: VariableTracker) -> VariableTracker:
+    """``value`` for the sandbox: tensors become placeholders of the scratch graph."""
+    from graphlift.variables.tensor import TensorVariable
+
+    if isinstance(value, TensorVariable):
+        node = scratch.graph.placeholder(f"arg{len(scratch.graph.nodes)}")
+        node.meta.update(value.node.meta)
+        return TensorVariable(node, value.fake)
+    if type(value) is TupleVariable:
+        return TupleVariable([_rebind(scratch, v) for v in value.items],
+                             tuple_class=value.tuple_class)
+    if type(value) is ListVariable:
+        return ListVariable([_rebind(scratch, v) for v in value.items])
+    if type(value) is DictVariable:
+        return DictVariable({k: _rebind(scratch, v) for k, v in value.items.items()})
+    if value.is_constant() or value.source is not None or \
+            isinstance(value, (SkippedFunctionVariable, PolyfillVariable,
+                               AllowedFunctionVariable)):
+        return value  # holds no node of the real graph
+    raise GraphliftError(f"the sandbox cannot take {value!r}")
+

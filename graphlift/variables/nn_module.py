@@ -1,0 +1,431 @@
+"""``nn.Module`` instances while tracing: calls inline ``forward``, parameters become graph inputs.
+
+A module read from the frame's inputs (``L['self']``, ``G['model']``) is **pinned**: one ID_MATCH
+guard proves it is the object seen while tracing, and one integer compare proves that none of the
+modules the trace looked into has had a parameter, buffer or submodule assigned or registered
+since (torch's global registration hooks bump :data:`STRUCTURE_VERSION`). Together they prove
+that every member reached through a module's registries (``_modules``, ``_parameters``,
+``_buffers``) is the very object seen while tracing, so members carry a
+:class:`~graphlift.sources.ModuleMemberSource` that generated code binds directly:
+
+- submodules are :class:`NNModuleVariable` too, with no guard of their own;
+- parameters and buffers become graph inputs (so an optimizer step that changes them in place
+  needs no recompile) with no tensor match; :meth:`GuardBuilder.nn_module_tensor` checks the
+  flags that can change in place (requires_grad, and dtype/device of one parameter per root);
+- plain attributes (``training``, ``eps``, a config object) are read from the real module and
+  guarded like any other input, through the bound module (``__gl_c3().training is True``).
+
+Calling a module runs what ``Module._call_impl`` runs: forward pre-hooks, ``forward`` (inlined:
+the whole module tree becomes one graph), forward hooks. Modules that have hooks when traced
+guard their hook dicts; hooks added later to a module that had none are not seen (like
+torch.compile's default, ``skip_nnmodule_hook_guards``). Backward hooks and global module hooks
+are refused (the frame splits at the call).
+
+What the guards do not see (call ``graphlift.reset()`` after doing it): deleting a parameter,
+buffer or submodule (``del m.w``), setting a parameter to None, writing the registry dicts
+directly, replacing a method on a module class or instance after compiling, and in-place changes
+of a parameter's shape or of one module's dtype (``resize_``, ``p.data = ...``,
+``model.head.half()``); ``model.half()`` and ``model.to(device)`` are seen.
+"""
+
+from __future__ import annotations
+
+import types
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from torch import nn
+
+from graphlift.config import config
+from graphlift.exc import Unsupported
+from graphlift.sources import AttrSource, ItemSource, ModuleMemberSource, Source
+from graphlift.variables.base import VariableTracker
+from graphlift.variables.constant import ConstantVariable, is_constant_value
+from graphlift.variables.containers import DictVariable, ListVariable, TupleVariable
+from graphlift.variables.objects import (
+    _MISSING,
+    ClassVariable,
+    UserObjectVariable,
+    bind_class_attr,
+    lookup_class_attr,
+)
+from graphlift.variables.tensor import TensorVariable
+
+if TYPE_CHECKING:
+    from graphlift.translator import InstructionTranslator
+
+_module_hooks = nn.modules.module
+
+
+# -- the structure version ---------------------------------------------------------------------
+class StructureVersion:
+    """One integer for the whole process; a guard compares it (``holder.value == 7``)."""
+
+    value = 0
+
+
+STRUCTURE_VERSION = StructureVersion()
+# id(module) -> weak reference, for every module whose members some trace read.
+_watched: dict[int, weakref.ref] = {}
+_hooks_installed = False
+
+
+def _on_registration(module: nn.Module, name: str, value: Any) -> None:
+    """torch's registration hook: a watched module's parameter, buffer or submodule changed.
+
+    Modules nobody traced (a loss module built every step) do not bump the version.
+    """
+    if id(module) in _watched:
+        STRUCTURE_VERSION.value += 1
+
+
+def watch(module: nn.Module) -> None:
+    """Bump the structure version whenever ``module`` gets a member assigned or registered."""
+    global _hooks_installed
+    if not _hooks_installed:
+        _module_hooks.register_module_parameter_registration_hook(_on_registration)
+        _module_hooks.register_module_buffer_registration_hook(_on_registration)
+        _module_hooks.register_module_module_registration_hook(_on_registration)
+        _hooks_installed = True
+    key = id(module)
+    if key not in _watched:
+        _watched[key] = weakref.ref(module, lambda _, key=key: _watched.pop(key, None))
+
+
+def wrap_module(tx: InstructionTranslator, module: nn.Module, source: Source) -> NNModuleVariable:
+    """The builder's row for modules reached from the inputs: pin the module by identity."""
+    tx.guards.nn_module_root(source, module, STRUCTURE_VERSION)
+    return NNModuleVariable(module, source)
+
+
+# -- the tracker -------------------------------------------------------------------------------
+_REGISTRIES = ("_parameters", "_buffers", "_modules")  # Module.__getattr__'s lookup order
+_INDEXED = (nn.ModuleList, nn.Sequential, nn.ParameterList)  # members "0", "1", ... shown as [0]
+
+
+class NNModuleVariable(UserObjectVariable):
+    """An ``nn.Module`` read from the inputs (pinned) or reached through a pinned module."""
+
+    def __init__(self, module: nn.Module, source: Source | None = None) -> None:
+        super().__init__(module, source)
+        self.module = module
+        if source is not None:
+            watch(module)
+
+    def describe(self) -> str:
+        return type(self.module).__qualname__
+
+    def truthy(self, tx: InstructionTranslator) -> bool:
+        if self._native("__len__") is not None:
+            return len(self.module) > 0
+        return super().truthy(tx)
+
+    # -- attributes ----------------------------------------------------------------------------
+    def var_getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        """``Module.__getattribute__`` then ``Module.__getattr__``, on the real module."""
+        if name in self.attrs:  # stored earlier in this trace
+            return self.attrs[name]
+        cls = type(self.module)
+        if name == "__class__":
+            return ClassVariable(cls)
+        class_attr = lookup_class_attr(cls, name)
+        if hasattr(type(class_attr), "__set__"):  # a data descriptor (property) wins
+            return bind_class_attr(tx, self, cls, name, class_attr, None)
+        instance_dict = self.module.__dict__
+        if name in instance_dict:
+            return self._plain_attr(tx, name, instance_dict[name])
+        if class_attr is not _MISSING:
+            native = NATIVE_METHODS.get(class_attr) if isinstance(class_attr, types.FunctionType) \
+                else None
+            if native is not None:
+                return NativeMethodVariable(self, name, native)
+            return bind_class_attr(tx, self, cls, name, class_attr, None)
+        for registry in _REGISTRIES:
+            if name in instance_dict.get(registry, ()):
+                return self.member(tx, registry, name)
+        if lookup_class_attr(cls, "__getattr__") is not nn.Module.__getattr__:
+            raise Unsupported(f"{cls.__qualname__}.__getattr__ is not traced")
+        raise Unsupported(f"'{cls.__qualname__}' object has no attribute {name!r}",
+                          break_type="user_exception")
+
+    def _plain_attr(self, tx: InstructionTranslator, name: str, value: Any) -> VariableTracker:
+        if self.source is None:
+            from graphlift.variables.builder import wrap_unguarded
+
+            return wrap_unguarded(tx, value)
+        source = AttrSource(self.source, name)
+        if name != "training" and is_constant_value(value) and \
+                type(self.module).__module__.startswith("torch.nn.") and \
+                not config.guard_torch_module_constants:
+            # A hyperparameter of torch's own layer (Dropout.p, LayerNorm.eps): set when the
+            # layer was built, and not guarded (config.guard_torch_module_constants).
+            return ConstantVariable(value, source)
+        return tx.builder.wrap(value, source)
+
+    def member(self, tx: InstructionTranslator, registry: str, name: str) -> VariableTracker:
+        """A submodule, parameter or buffer, reached by identity through the pinned module."""
+        value = self.module.__dict__[registry][name]
+        if value is None:
+            return ConstantVariable(None)
+        if self.source is None:
+            raise Unsupported(f"a member of {self!r}, a module reached without a source")
+        source = ModuleMemberSource(self.source, name, registry, value,
+                                    indexed=isinstance(self.module, _INDEXED))
+        if isinstance(value, nn.Module):
+            return NNModuleVariable(value, source)
+        return tx.builder.wrap(value, source)
+
+    def member_path(self, tx: InstructionTranslator, dotted: str) -> VariableTracker:
+        """``"blocks.0.attn.weight"`` (a name from ``named_parameters``) as a member tracker."""
+        owner: VariableTracker = self
+        for part in dotted.split("."):
+            module = owner.module
+            registry = next((r for r in _REGISTRIES if part in module.__dict__.get(r, ())), None)
+            if registry is None:
+                raise Unsupported(f"{dotted!r} is not a registered member of {self!r}")
+            owner = owner.member(tx, registry, part)
+        return owner
+
+    def store_attr(self, tx: InstructionTranslator, name: str, value: VariableTracker) -> None:
+        """A plain attribute store goes to the side-effect ledger; members cannot change."""
+        registered = any(name in self.module.__dict__.get(r, ()) for r in _REGISTRIES)
+        if registered or isinstance(value, NNModuleVariable) or \
+                (isinstance(value, TensorVariable) and value.python_type() is nn.Parameter):
+            raise Unsupported(f"assigning {self.describe()}.{name} inside the compiled frame "
+                              "changes the module's parameters, buffers or submodules",
+                              break_type="side_effect",
+                              hints=("assign it outside the compiled function",))
+        super().store_attr(tx, name, value)
+
+    # -- calls ---------------------------------------------------------------------------------
+    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        """What ``Module._call_impl`` does: pre-hooks, forward (inlined), hooks."""
+        module = self.module
+        call = lookup_class_attr(type(module), "__call__")
+        if call is not nn.Module.__call__:
+            return super().call(tx, args, kwargs)  # a class with its own __call__
+        if module._backward_hooks or module._backward_pre_hooks or _has_global_hooks():
+            raise Unsupported(f"{self.describe()} has backward hooks or there are global module "
+                              "hooks; graphlift traces forward hooks only",
+                              break_type="unsupported_call")
+        hooks = self._hooks(tx)
+        for hook_id, hook in hooks["_forward_pre_hooks"]:
+            if hook_id in module._forward_pre_hooks_with_kwargs:
+                result = hook.call(tx, [self, TupleVariable(args), DictVariable(kwargs)], {})
+                if not _is_none(result):
+                    new_args, new_kwargs = result.unpack(tx)
+                    args, kwargs = new_args.unpack(tx), dict(new_kwargs.items)
+            else:
+                result = hook.call(tx, [self, TupleVariable(args)], {})
+                if not _is_none(result):
+                    args = result.unpack(tx) if isinstance(result, TupleVariable) else [result]
+        output = self.var_getattr(tx, "forward").call(tx, args, kwargs)
+        for hook_id, hook in hooks["_forward_hooks"]:
+            if hook_id in module._forward_hooks_with_kwargs:
+                result = hook.call(tx, [self, TupleVariable(args), DictVariable(kwargs), output],
+                                   {})
+            else:
+                result = hook.call(tx, [self, TupleVariable(args), output], {})
+            if not _is_none(result):
+                output = result
+        return output
+
+    def _hooks(self, tx: InstructionTranslator) -> dict[str, list[tuple[int, VariableTracker]]]:
+        """The forward (pre-)hooks, wrapped; a module that has any guards its hook dicts."""
+        hooks: dict[str, list[tuple[int, VariableTracker]]] = {}
+        for attr in ("_forward_pre_hooks", "_forward_hooks"):
+            table = getattr(self.module, attr)
+            hooks[attr] = []
+            if not table:
+                continue
+            if self.source is None:
+                raise Unsupported(f"hooks of {self!r}, a module reached without a source")
+            table_source = AttrSource(self.source, attr)
+            tx.guards.dict_keys(table_source, list(table))
+            hooks[attr] = [(key, tx.builder.wrap(hook, ItemSource(table_source, key)))
+                           for key, hook in table.items()]
+        return hooks
+
+    # -- containers (ModuleList, Sequential, ModuleDict, ParameterList, ParameterDict) ---------
+    def _native(self, name: str) -> Callable | None:
+        attr = lookup_class_attr(type(self.module), name)
+        return NATIVE_METHODS.get(attr) if isinstance(attr, types.FunctionType) else None
+
+    def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
+        native = self._native("__iter__")
+        if native is not None:
+            return native(tx, self, [], {}).unpack(tx)
+        if isinstance(lookup_class_attr(type(self.module), "__iter__"), types.FunctionType):
+            return self.var_getattr(tx, "__iter__").call(tx, [], {}).unpack(tx)
+        return super().unpack(tx)
+
+    def getitem(self, tx: InstructionTranslator, index: VariableTracker) -> VariableTracker:
+        """``self.layers[0]``, ``self.heads["a"]``, ``self.blocks[1:]``."""
+        return self.var_getattr(tx, "__getitem__").call(tx, [index], {})
+
+
+class NativeMethodVariable(VariableTracker):
+    """A method of ``nn.Module`` or a torch container, answered from the real module."""
+
+    def __init__(self, module: NNModuleVariable, name: str, handler: Callable) -> None:
+        super().__init__()
+        self.module, self.name, self.handler = module, name, handler
+
+    def describe(self) -> str:
+        return f"{self.module.describe()}.{self.name}"
+
+    def call(self, tx, args, kwargs):
+        return self.handler(tx, self.module, args, kwargs)
+
+
+def _is_none(value: VariableTracker) -> bool:
+    return value.is_constant() and value.as_constant() is None
+
+
+def _has_global_hooks() -> bool:
+    return bool(_module_hooks._global_backward_pre_hooks or _module_hooks._global_backward_hooks
+                or _module_hooks._global_forward_hooks or _module_hooks._global_forward_pre_hooks)
+
+
+def _constants(args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> tuple:
+    return [a.as_constant() for a in args], {k: v.as_constant() for k, v in kwargs.items()}
+
+
+def _iterator(items: list[VariableTracker]) -> VariableTracker:
+    from graphlift.translator import IteratorVariable
+
+    return IteratorVariable(items)
+
+
+# -- native methods: the real method lists names, trackers follow the registries ---------------
+def _named(method: str, with_names: bool) -> Callable:
+    """``parameters()``, ``named_modules()``...: run for real, then reach each member by name."""
+    def handler(tx, self: NNModuleVariable, args, kwargs):
+        positional, keywords = _constants(args, kwargs)
+        named = getattr(nn.Module, method)(self.module, *positional, **keywords)
+        items = []
+        for name, _ in named:
+            member = self.member_path(tx, name) if name else self
+            items.append(TupleVariable([ConstantVariable(name), member]) if with_names else member)
+        return _iterator(items)
+
+    return handler
+
+
+def _children(tx, self: NNModuleVariable, args, kwargs) -> VariableTracker:
+    return _iterator([self.member(tx, "_modules", k) for k, v in self.module._modules.items()
+                      if v is not None])
+
+
+def _len(tx, self: NNModuleVariable, args, kwargs) -> VariableTracker:
+    return ConstantVariable(len(self.module))
+
+
+def _values(tx, self: NNModuleVariable, args, kwargs) -> VariableTracker:
+    """Iterating a ModuleList, Sequential or ParameterList: its members in order."""
+    return _iterator([self.var_getattr(tx, key) for key in _member_keys(self.module)])
+
+
+def _keys(tx, self: NNModuleVariable, args, kwargs) -> VariableTracker:
+    return _iterator([ConstantVariable(key) for key in _member_keys(self.module)])
+
+
+def _items(tx, self: NNModuleVariable, args, kwargs) -> VariableTracker:
+    return _iterator([TupleVariable([ConstantVariable(key), self.var_getattr(tx, key)])
+                      for key in _member_keys(self.module)])
+
+
+def _member_keys(module: nn.Module) -> list[str]:
+    if isinstance(module, nn.ParameterDict):
+        return list(module.keys())
+    if isinstance(module, nn.ParameterList):
+        return [str(i) for i in range(len(module))]
+    return list(module._modules)
+
+
+def _getitem(tx, self: NNModuleVariable, args, kwargs) -> VariableTracker:
+    """An index (negative too), a slice (a list of members) or a ModuleDict/ParameterDict key."""
+    (index,) = args
+    key = index.as_constant()
+    keys = _member_keys(self.module)
+    if isinstance(self.module, (nn.ModuleDict, nn.ParameterDict)):
+        if key not in keys:
+            from graphlift.variables.exceptions import raise_real
+
+            raise raise_real(KeyError(key))
+        return self.var_getattr(tx, key)
+    if isinstance(key, slice):
+        # A real slice builds a new container; the trace gives the members as a list.
+        return ListVariable([self.var_getattr(tx, k) for k in keys[key]])
+    try:
+        return self.var_getattr(tx, keys[key])
+    except IndexError as error:
+        from graphlift.variables.exceptions import raise_real
+
+        raise raise_real(IndexError(f"index {key} is out of range")) from error
+
+
+def _contains(tx, self: NNModuleVariable, args, kwargs) -> VariableTracker:
+    return ConstantVariable(args[0].as_constant() in _member_keys(self.module))
+
+
+def _refuse(what: str) -> Callable:
+    def handler(tx, self: NNModuleVariable, args, kwargs):
+        raise Unsupported(f"{self.describe()}: {what} inside the compiled frame",
+                          break_type="side_effect",
+                          hints=("do it outside the compiled function",))
+
+    return handler
+
+
+_M, _ML, _SEQ, _MD = nn.Module, nn.ModuleList, nn.Sequential, nn.ModuleDict
+_PL, _PD = nn.ParameterList, nn.ParameterDict
+
+# torch's own methods -> handler(tx, module tracker, args, kwargs). A subclass that overrides
+# one of them gets its own method inlined instead (the table is keyed by function object).
+NATIVE_METHODS: dict[Any, Callable] = {
+    _M.parameters: _named("named_parameters", with_names=False),  # each parameter, lifted
+    _M.named_parameters: _named("named_parameters", with_names=True),
+    _M.buffers: _named("named_buffers", with_names=False),
+    _M.named_buffers: _named("named_buffers", with_names=True),
+    _M.modules: _named("named_modules", with_names=False),  # pinned submodules, self first
+    _M.named_modules: _named("named_modules", with_names=True),
+    _M.children: _children,
+    _M.named_children: _named("named_children", with_names=True),
+    _ML.__dict__["__len__"]: _len,  # len(self.layers)
+    _ML.__dict__["__iter__"]: _values,  # for layer in self.layers
+    _ML.__dict__["__getitem__"]: _getitem,  # self.layers[0], self.layers[1:]
+    _SEQ.__dict__["__len__"]: _len,
+    _SEQ.__dict__["__iter__"]: _values,  # Sequential.forward iterates itself
+    _SEQ.__dict__["__getitem__"]: _getitem,
+    _MD.__dict__["__len__"]: _len,
+    _MD.__dict__["__iter__"]: _keys,  # iterating a ModuleDict gives its keys
+    _MD.__dict__["__getitem__"]: _getitem,  # self.heads["a"]
+    _MD.__dict__["__contains__"]: _contains,
+    _MD.__dict__["keys"]: _keys,
+    _MD.__dict__["values"]: _values,
+    _MD.__dict__["items"]: _items,
+    _PL.__dict__["__len__"]: _len,
+    _PL.__dict__["__iter__"]: _values,
+    _PL.__dict__["__getitem__"]: _getitem,
+    _PD.__dict__["__len__"]: _len,
+    _PD.__dict__["__iter__"]: _keys,
+    _PD.__dict__["__getitem__"]: _getitem,
+    _PD.__dict__["__contains__"]: _contains,
+    _PD.__dict__["keys"]: _keys,
+    _PD.__dict__["values"]: _values,
+    _PD.__dict__["items"]: _items,
+    # Changing the module's structure or state inside a graph: refused, the frame splits there.
+    _M.register_buffer: _refuse("register_buffer changes the module's buffers"),
+    _M.register_parameter: _refuse("register_parameter changes the module's parameters"),
+    _M.add_module: _refuse("add_module changes the module's submodules"),
+    _M.register_module: _refuse("register_module changes the module's submodules"),
+    _M.train: _refuse("train() changes the training flags"),
+    _M.eval: _refuse("eval() changes the training flags"),
+    _M.requires_grad_: _refuse("requires_grad_() changes parameter flags"),
+    _M.to: _refuse("to() converts the module in place"),
+    _M.zero_grad: _refuse("zero_grad() changes gradients"),
+}
+
