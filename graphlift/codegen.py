@@ -13,6 +13,7 @@ so that a tensor argument returned as-is is the very same object, as in eager.
 
 from __future__ import annotations
 
+import ast
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +23,14 @@ from graphlift.variables.base import VariableTracker
 
 # Values that print as Python literals which read back exactly.
 _LITERAL_TYPES = (int, bool, type(None))
+
+
+def _is_literal(expr: str) -> bool:
+    try:
+        ast.literal_eval(expr)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+    return True
 
 
 class OutputCodegen:
@@ -55,6 +64,14 @@ class OutputCodegen:
                 return f"__gl_out[{i}]"
         self.outputs.append(tensor)
         return f"__gl_out[{len(self.outputs) - 1}]"
+
+    def hoist(self, expr: str) -> str:
+        """Evaluate ``expr`` now, before the side-effect ledger writes back (old values)."""
+        if expr.isidentifier() or _is_literal(expr):
+            return expr
+        name = f"__gl_h{len(self.statements)}"
+        self.statements.append(f"{name} = {expr}")
+        return name
 
     def remember(self, tracker: VariableTracker, build: Callable[[OutputCodegen], str]) -> str:
         """Build a new mutable object once into a temporary, so every use shares one object."""

@@ -27,7 +27,7 @@ from graphlift.exc import Unsupported
 from graphlift.graph_break import GraphBreak, report
 from graphlift.guards import GuardBuilder
 from graphlift.output_graph import OutputGraph
-from graphlift.resume import break_tail, resumable_break
+from graphlift.resume import BreakTail, resumable_break
 from graphlift.sources import FN_NAME, GLOBALS_NAME
 from graphlift.translator import InstructionTranslator, TranslationError
 
@@ -150,9 +150,9 @@ class _Attempt:
                                            output, guards, break_at)
             result = tracer.run()
             if tracer.break_state is None:
-                tail = [f"return {result.reconstruct(codegen)}"]
+                tail = [f"return {codegen.hoist(result.reconstruct(codegen))}"]
             else:
-                tail = break_tail(tracer, codegen, state, self.options)
+                tail = BreakTail(tracer, codegen, state, self.options).statements()
             replay = output.side_effects.replay(codegen)
         finally:
             output.restore_global_state()
@@ -165,6 +165,7 @@ class _Attempt:
         if has_graph:
             guards.global_state()
             _guard_mutated_inputs(output, guards)
+        _guard_mutated_objects(output, guards, tracer.builder.mutable_inputs())
         graph_module = graph_callable = None
         if has_graph:
             name = f"GraphModule_{self.compile_id.replace('/', '_')}"
@@ -196,6 +197,19 @@ def _guard_mutated_inputs(output: OutputGraph, guards: GuardBuilder) -> None:
         for other in output.inputs:
             if other.source != mutated:
                 guards.not_aliased(mutated, other.source)
+
+
+def _guard_mutated_objects(output: OutputGraph, guards: GuardBuilder,
+                           inputs: list) -> None:
+    """A list, dict or object the frame mutates must stay distinct from the other inputs of its
+    type: were two of them one object, the trace's separate trackers would both be stale."""
+    mutated = [*output.side_effects.mutated_containers,
+               *(store.owner for store in output.side_effects.stores if store.owner is not None)]
+    for tracker in mutated:
+        for other in inputs:
+            if other is not tracker and other.source is not None and tracker.source is not None \
+                    and other.python_type() is tracker.python_type():
+                guards.not_aliased(tracker.source, other.source)
 
 
 def _eager_entry(fn: types.FunctionType, state: ExtraState, signature: FrameSignature,

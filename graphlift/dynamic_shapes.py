@@ -34,7 +34,7 @@ import dataclasses
 import functools
 import linecache
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import sympy
@@ -205,18 +205,19 @@ class TorchSource(TorchSourceBase):
         return self.source.name()
 
 
-def render_source(source: Any, as_expr: bool) -> str:
-    """A torch source chain over a :class:`TorchSource`, as Python (or as display text).
+def render_source(source: Any, ours: Callable[[Source], str] | None = None) -> str:
+    """A torch source chain over a :class:`TorchSource` as text, ours rendered by ``ours``.
 
-    Chained torch sources carry a format template for their base (``{0}.size()[0]``,
+    ``ours`` is None for display (``L['x'].size()[0]``), or a guard builder's ``expr`` for
+    Python. Chained torch sources carry a format template for their base (``{0}.size()[0]``,
     ``{0}._base``), which is valid Python. Raises KeyError for a source not rooted in ours.
     """
     if isinstance(source, TorchSource):
-        return source.source.expr() if as_expr else source.source.name()
+        return source.source.name() if ours is None else ours(source.source)
     base = getattr(source, "base", None)
     if base is None:
         raise KeyError(getattr(source, "name", repr(source)))
-    return source._name_template.format(render_source(base, as_expr))
+    return source._name_template.format(render_source(base, ours))
 
 
 def new_shape_env() -> ShapeEnv:
@@ -275,7 +276,8 @@ class _Rendered:
 class _Renderer:
     """Renders ShapeEnv expressions three ways: check, display text, fast-path Python."""
 
-    def __init__(self) -> None:
+    def __init__(self, expr: Callable[[Source], str]) -> None:
+        self.expr = expr  # our sources as Python in the guard function (GuardBuilder.expr)
         self.check: dict[sympy.Symbol, str] = {}
         self.text: dict[sympy.Symbol, str] = {}
         self.fast: dict[sympy.Symbol, str] = {}
@@ -283,8 +285,8 @@ class _Renderer:
                           _SymbolPrinter(self.fast))
 
     def define(self, symbol: sympy.Symbol, source: Any, binding: str | None) -> None:
-        self.check[symbol] = render_source(source, as_expr=True)
-        self.text[symbol] = render_source(source, as_expr=False)
+        self.check[symbol] = render_source(source, self.expr)
+        self.text[symbol] = render_source(source)
         self.fast[symbol] = binding or self.check[symbol]
 
     def known(self, expr: sympy.Basic) -> bool:
@@ -313,7 +315,7 @@ def install_shape_guards(output: OutputGraph, guards: GuardBuilder) -> None:
     """
     env = output.shape_env
     check_marked_dims(output)
-    renderer = _Renderer()
+    renderer = _Renderer(guards.expr)
     deferred: list[tuple[Any, sympy.Basic]] = []
     for symbol, sources in env.var_to_sources.items():
         sources = [s for s in sources if _renderable(s)]
@@ -344,7 +346,7 @@ def install_shape_guards(output: OutputGraph, guards: GuardBuilder) -> None:
 
 def _renderable(source: Any) -> bool:
     try:
-        render_source(source, as_expr=True)
+        render_source(source)
     except KeyError:
         return False
     return True
@@ -358,8 +360,8 @@ def _range_guard(env: ShapeEnv, symbol: sympy.Symbol, source: Any, renderer: _Re
     upper = vr.upper if vr is not None and _finite(vr.upper) else None
     if lower is None and upper is None:
         return None  # an int without bounds: its source is read where it is used
-    check = render_source(source, as_expr=True)
-    text = render_source(source, as_expr=False)
+    check = render_source(source, renderer.expr)
+    text = render_source(source)
     binding = f"__gl_s{len(renderer.check)}"
     low = f"{lower} <= " if lower is not None else ""
     high = f" <= {upper}" if upper is not None else ""
@@ -375,8 +377,8 @@ def _range_guard(env: ShapeEnv, symbol: sympy.Symbol, source: Any, renderer: _Re
 def _equal_guard(source: Any, value: sympy.Basic, renderer: _Renderer,
                  guards: GuardBuilder) -> None:
     """A source whose symbol was replaced: it equals a constant or another source's symbol."""
-    check = render_source(source, as_expr=True)
-    text = render_source(source, as_expr=False)
+    check = render_source(source, renderer.expr)
+    text = render_source(source)
     rendered = renderer.render(value)
     currents = ((text, check), *_currents(rendered, renderer))
     guards.symbolic_shape(f"{text} == {rendered.text}", f"{check} == {rendered.check}",
@@ -393,7 +395,7 @@ def _stride_guard(env: ShapeEnv, source: Source, fake: torch.Tensor, renderer: _
         if not renderer.known(expr):
             return
         strides.append(renderer.render(expr))
-    name, expr = source.name(), source.expr()
+    name, expr = source.name(), renderer.expr(source)
     fast: str | None = f"{expr}.stride() == ({', '.join(r.fast for r in strides)},)"
     for dim, rendered in enumerate(strides):
         # One display guard per dimension; the fast path compares the whole tuple once.
@@ -433,7 +435,7 @@ def _specialization_report(output: OutputGraph, name: str, symbol: sympy.Symbol,
     records = list(zip(env.guards, output.guard_locations))
     involved = [r for r in records if symbol in r[0].expr.free_symbols] or \
         [r for r in records if isinstance(r[0].expr, sympy.Eq)]
-    names = {s: render_source(sources[0], as_expr=False)
+    names = {s: render_source(sources[0])
              for s, sources in env.var_to_sources.items() if sources and _renderable(sources[0])}
     printer = _SymbolPrinter(_NamesOrSymbols(names))
     for guard, location in involved[:3]:

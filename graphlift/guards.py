@@ -270,6 +270,8 @@ class GuardBuilder:
         fast form already covers this one. ``currents`` lists (display, expression) of the values
         that a miss message shows.
         """
+        if not self._once((GuardKind.SYMBOLIC_SHAPE, text)):
+            return
         if len(currents) == 1:
             current, names = currents[0][1], ()
         else:

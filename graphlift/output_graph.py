@@ -60,7 +60,7 @@ class OutputGraph:
         self.dynamic_tensors: list[tuple[Source, torch.Tensor]] = []  # (source, fake)
         self.marked_dims: list[tuple[Source, int, Any]] = []  # mark_dynamic: (source, dim, symbol)
         self.guard_locations: list[str | None] = []  # where each ShapeEnv guard was recorded
-        self._size_nodes: dict[tuple[torch.fx.Node, int], torch.fx.Node] = {}
+        self._size_nodes: dict[tuple, torch.fx.Node] = {}  # (tensor node, dim, symbol)
         self.inputs: list[GraphInput] = []
         self._input_by_id: dict[int, GraphInput] = {}
         self.mutated_inputs: set[int] = set()  # indexes into self.inputs
@@ -116,9 +116,10 @@ class OutputGraph:
         self.inputs.append(graph_input)
         return graph_input
 
-    def size_node(self, tensor: torch.fx.Node, dim: int) -> torch.fx.Node:
-        """``tensor.size(dim)`` as a node, one per tensor and dim (unused ones are dropped)."""
-        key = (tensor, dim)
+    def size_node(self, tensor: torch.fx.Node, dim: int, size: torch.SymInt) -> torch.fx.Node:
+        """``tensor.size(dim)`` as a node, reused while that size is the same symbol (an in-place
+        op such as ``t_()`` may change it); unused ones are dropped."""
+        key = (tensor, dim, size.node.expr)
         if key not in self._size_nodes:
             self._size_nodes[key] = self.create_node("call_method", "size", (tensor, dim), {})
         return self._size_nodes[key]

@@ -45,7 +45,13 @@ class ResumeKey:
     """Identifies one resume function of a code object."""
 
     offset: int  # where execution continues in the original code
-    stack_depth: int  # how many stack values it receives after the locals
+    stack_nulls: tuple[bool, ...]  # the stack from the bottom: True where CPython's NULL sits
+    unbound: frozenset[str] = frozenset()  # locals not assigned at the break: deleted again
+
+    @property
+    def stack_depth(self) -> int:
+        """How many stack values the resume function receives after the locals."""
+        return self.stack_nulls.count(False)
 
 
 def why_not_resumable(code: types.CodeType, break_offset: int) -> str | None:
@@ -118,8 +124,12 @@ def make_resume_code(code: types.CodeType, key: ResumeKey) -> types.CodeType:
     if code.co_freevars:
         prefix += bytes((dis.opmap["COPY_FREE_VARS"], len(code.co_freevars)))
     prefix += bytes((dis.opmap["RESUME"], 0))
-    for i in range(key.stack_depth):
-        prefix += _instruction("LOAD_FAST", len(code.co_varnames) + i)
+    for name in sorted(key.unbound):  # passed as None; unbound again, as in the original frame
+        prefix += _instruction("DELETE_FAST", code.co_varnames.index(name))
+    values = iter(range(len(code.co_varnames), len(code.co_varnames) + key.stack_depth))
+    for is_null in key.stack_nulls:
+        prefix += _instruction("PUSH_NULL", 0) if is_null else \
+            _instruction("LOAD_FAST", next(values))
     # The jump ends the prefix, so its target is relative to the start of the copied code.
     prefix += _instruction("JUMP_FORWARD", key.offset // 2)
     body = _shift_deref_args(code.co_code, len(code.co_varnames), shift)
@@ -136,7 +146,7 @@ def make_resume_code(code: types.CodeType, key: ResumeKey) -> types.CodeType:
         co_qualname=f"__resume_at_{key.offset}_{code.co_qualname}",
         co_exceptiontable=_shift_exception_table(code, prefix_units),
         co_linetable=_no_location_entries(prefix_units) + code.co_linetable,
-        co_stacksize=code.co_stacksize + key.stack_depth,
+        co_stacksize=code.co_stacksize + len(key.stack_nulls),
     )
 
 
@@ -270,70 +280,139 @@ def resumable_break(code: types.CodeType, error: object) -> str | None:
 # Instructions at which a frame can be split: run eagerly, then resume after them.
 SPLITTABLE = frozenset({
     "CALL",  # a call graphlift cannot trace: it runs eagerly (user functions compiled on their own)
+    "CALL_FUNCTION_EX",  # the same, with *args / **kwargs
     "POP_JUMP_FORWARD_IF_TRUE",  # a branch on a tensor's value: the run function branches
     "POP_JUMP_FORWARD_IF_FALSE",
+    "JUMP_IF_TRUE_OR_POP",  # `a or b` / `a and b` on a tensor's value
+    "JUMP_IF_FALSE_OR_POP",
 })
 
 
-def break_tail(tracer: object, codegen: object, state: object, options: object) -> list[str]:
-    """Statements after the graph call: the eager instruction, then the resume call."""
-    from graphlift.variables.base import NullVariable
+class BreakTail:
+    """Writes the run function's statements after the graph at a graph break.
 
-    break_state = tracer.break_state
-    inst = break_state.inst
-    code = tracer.code
-    instructions = bytecode.decode(code)
-    following = instructions[instructions.index(inst) + 1].offset
-    if inst.opname == "CALL":
-        items = break_state.stack[len(break_state.stack) - inst.arg - 2:]
-        below = break_state.stack[:len(break_state.stack) - inst.arg - 2]
-        first, second, *args = items
+    Every value the tail passes on is computed (hoisted into a temporary) before the side-effect
+    ledger writes anything back, because it may be the old value of something the frame
+    overwrote. Then come the eager instruction and the call to the resume function.
+    """
+
+    def __init__(self, tracer: object, codegen: object, state: object, options: object) -> None:
+        self.tracer, self.codegen, self.state, self.options = tracer, codegen, state, options
+        self.break_state = tracer.break_state
+        instructions = bytecode.decode(tracer.code)
+        inst = self.break_state.inst
+        self.following = instructions[instructions.index(inst) + 1].offset
+
+    def statements(self) -> list[str]:
+        opname = self.break_state.inst.opname
+        if opname == "CALL":
+            return self._call()
+        if opname == "CALL_FUNCTION_EX":
+            return self._call_ex()
+        return self._branch()
+
+    def _call(self) -> list[str]:
+        from graphlift.variables.base import NullVariable
+
+        inst, stack = self.break_state.inst, self.break_state.stack
+        below, (first, second, *args) = stack[:-inst.arg - 2], stack[-inst.arg - 2:]
         fn, args = (second, args) if isinstance(first, NullVariable) else (first, [second, *args])
-        names = break_state.kw_names
+        names = self.break_state.kw_names
         kwargs = dict(zip(names, args[len(args) - len(names):])) if names else {}
         args = args[:len(args) - len(names)]
-        call = codegen.eager_call(fn, args, kwargs, options)
-        resume = _resume_call(tracer, codegen, state, options, following, below, "__gl_r")
-        return [f"__gl_r = {call}", f"return {resume}"]
-    condition, below = break_state.stack[-1], break_state.stack[:-1]
-    jump_when = inst.opname.endswith("IF_TRUE")
-    taken = _resume_call(tracer, codegen, state, options, inst.argval, below, None)
-    not_taken = _resume_call(tracer, codegen, state, options, following, below, None)
-    test = condition.reconstruct(codegen)
-    return [f"if {'' if jump_when else 'not '}{test}:", f"    return {taken}",
-            f"return {not_taken}"]
+        call = self.codegen.eager_call(fn, args, kwargs, self.options)
+        return self._guarded_call(call, below)
+
+    def _call_ex(self) -> list[str]:
+        from graphlift.variables.base import NullVariable
+
+        inst, stack = self.break_state.inst, list(self.break_state.stack)
+        kwargs = stack.pop() if inst.arg & 1 else None
+        args, fn = stack.pop(), stack.pop()
+        if stack and isinstance(stack[-1], NullVariable):
+            stack.pop()
+        parts = [f"*{self.codegen.hoist(args.reconstruct(self.codegen))}"]
+        if kwargs is not None:
+            parts.append(f"**{self.codegen.hoist(kwargs.reconstruct(self.codegen))}")
+        call = f"{self.codegen.callable_expr(fn, self.options)}({', '.join(parts)})"
+        return self._guarded_call(call, stack)
+
+    def _guarded_call(self, call: str, below: list) -> list[str]:
+        """The eager call; inside a grad-mode with block an exception restores the mode."""
+        resume = self._resume_call(self.following, below, "__gl_r")
+        previous = _outer_grad_mode(below)
+        if previous is None:
+            return [f"__gl_r = {call}", f"return {resume}"]
+        return ["try:", f"    __gl_r = {call}", "except BaseException:",
+                f"    {self.codegen.constant(torch._C._set_grad_enabled)}({previous})",
+                "    raise", f"return {resume}"]
+
+    def _branch(self) -> list[str]:
+        inst, stack = self.break_state.inst, self.break_state.stack
+        condition, below = stack[-1], stack[:-1]
+        jump_when = "IF_TRUE" in inst.opname
+        keeps_value = inst.opname.endswith("_OR_POP")  # the value stays when the jump is taken
+        taken = self._resume_call(inst.argval, stack if keeps_value else below, None)
+        not_taken = self._resume_call(self.following, below, None)
+        test = self.codegen.hoist(condition.reconstruct(self.codegen))
+        lines = [f"if {'' if jump_when else 'not '}{test}:", f"    return {taken}",
+                 f"return {not_taken}"]
+        previous = _outer_grad_mode(below)
+        if previous is None:
+            return lines
+        # bool(tensor) can raise (more than one element): leave the with block's mode behind.
+        setter = self.codegen.constant(torch._C._set_grad_enabled)
+        return ["try:", f"    __gl_b = bool({test})", "except BaseException:",
+                f"    {setter}({previous})", "    raise",
+                f"if {'' if jump_when else 'not '}__gl_b:", f"    return {taken}",
+                f"return {not_taken}"]
+
+    def _resume_call(self, offset: int, below: list, result: str | None) -> str:
+        """``__gl_resume(__gl_fn, <every local>, <stack values>, <local cells>)``."""
+        from graphlift.sources import FN_NAME
+        from graphlift.variables.base import NullVariable
+
+        tracer, codegen = self.tracer, self.codegen
+        nulls = [isinstance(item, NullVariable) for item in below]
+        if result is not None:
+            nulls.append(False)
+        unbound = frozenset(name for name in tracer.code.co_varnames
+                            if self._local_expr(name) is None)
+        key = ResumeKey(offset, tuple(nulls), unbound)
+        point = self.state.resume_point(tracer.code, key, self.options)
+        values = [self._local_expr(name) or "None" for name in tracer.code.co_varnames]
+        values += [codegen.hoist(item.reconstruct(codegen)) for item in below
+                   if not isinstance(item, NullVariable)]
+        if result is not None:
+            values.append(result)
+        values += [self._cell_expr(name) or "None" for name in local_cells(tracer.code)]
+        return f"{codegen.constant(point)}({FN_NAME}, {', '.join(values)})"
+
+    def _cell_expr(self, name: str) -> str | None:
+        """A cell's contents at the break (None while unassigned)."""
+        cell = self.tracer.cells.get(name)
+        if cell is None or cell.contents is None:
+            return None
+        return self.codegen.hoist(cell.contents.reconstruct(self.codegen))
+
+    def _local_expr(self, name: str) -> str | None:
+        """A local's value at the break: tracked, an argument never read, or unbound (None)."""
+        tracer = self.tracer
+        if name in tracer.code.co_cellvars and name in tracer.cells:
+            return self._cell_expr(name)  # an argument captured by an inner function
+        if name in self.break_state.symbolic_locals:
+            value = self.break_state.symbolic_locals[name]
+            return self.codegen.hoist(value.reconstruct(self.codegen))
+        if name in tracer.unread_arguments:
+            return name  # the run function's own parameter of that name
+        return None
 
 
-def _resume_call(tracer, codegen, state, options, offset: int, below: list,
-                 result: str | None) -> str:
-    """``__gl_resumeN(__gl_fn, <every local>, <stack values>)``."""
-    depth = len(below) + (result is not None)
-    key = ResumeKey(offset, depth)
-    point = state.resume_point(tracer.code, key, options)
-    values = [_local_expr(tracer, codegen, name) for name in tracer.code.co_varnames]
-    values += [item.reconstruct(codegen) for item in below]
-    if result is not None:
-        values.append(result)
-    values += [_cell_expr(tracer, codegen, name) for name in local_cells(tracer.code)]
-    from graphlift.sources import FN_NAME
+def _outer_grad_mode(stack: list) -> bool | None:
+    """The grad mode before the outermost grad-mode with block open at the break, if any."""
+    from graphlift.variables.exceptions import ContextMethodVariable, GradModeVariable
 
-    return f"{codegen.constant(point)}({FN_NAME}, {', '.join(values)})"
-
-
-def _cell_expr(tracer, codegen, name: str) -> str:
-    """A cell's contents at the break (None while unassigned)."""
-    cell = tracer.cells.get(name)
-    if cell is None or cell.contents is None:
-        return "None"
-    return cell.contents.reconstruct(codegen)
-
-
-def _local_expr(tracer, codegen, name: str) -> str:
-    """A local's value at the break: tracked, an argument never read, or unbound (None)."""
-    if name in tracer.code.co_cellvars and name in tracer.cells:
-        return _cell_expr(tracer, codegen, name)  # an argument captured by an inner function
-    if name in tracer.break_state.symbolic_locals:
-        return tracer.break_state.symbolic_locals[name].reconstruct(codegen)
-    if name in tracer.unread_arguments:
-        return name  # the run function's own parameter of that name
-    return "None"
+    for item in stack:
+        if isinstance(item, ContextMethodVariable) and isinstance(item.manager, GradModeVariable):
+            return bool(item.manager.previous)
+    return None

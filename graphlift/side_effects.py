@@ -14,9 +14,9 @@ function replays the final state after the graph has run, in the order the store
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from graphlift.sources import Source
+from graphlift.sources import AttrSource, ItemSource, Source
 
 if TYPE_CHECKING:
     from graphlift.codegen import OutputCodegen
@@ -29,6 +29,7 @@ class Store:
 
     target: Source
     value: VariableTracker
+    owner: VariableTracker | None = None  # the input object whose attribute is stored
 
 
 class SideEffects:
@@ -47,9 +48,10 @@ class SideEffects:
         if all(c is not container for c in self.mutated_containers):
             self.mutated_containers.append(container)
 
-    def store(self, target: Source, value: VariableTracker) -> None:
+    def store(self, target: Source, value: VariableTracker,
+              owner: VariableTracker | None = None) -> None:
         """An attribute, global or cell store; later loads of ``target`` see ``value``."""
-        self.stores.append(Store(target, value))
+        self.stores.append(Store(target, value, owner))
         self._pending[target] = value
 
     def pending(self, target: Source) -> VariableTracker | None:
@@ -57,27 +59,30 @@ class SideEffects:
         return self._pending.get(target)
 
     def replay(self, codegen: OutputCodegen) -> list[str]:
-        """Python statements that make real objects match the traced program's final state.
+        """Statements that make real objects match the traced program's final state.
 
-        Every new value is computed first and only then written: a value may read an input that
-        another write changes (``d.update(y=d["x"])`` reads ``d['x']`` before ``d`` is cleared).
+        Every new value, and every object written to, is computed first (hoisted before any
+        write): a value may be the old content of something another write changes
+        (``d.update(y=d["x"])``), and a store target may sit in a container the frame changed.
         """
-        values, writes = [], []
+        writes = []
         for container in self.mutated_containers:
-            name = f"__gl_v{len(values)}"
-            values.append(f"{name} = {container.reconstruct_literal(codegen)}")
-            target = container.source.expr()
+            target = codegen.hoist(container.source.expr())
+            value = codegen.hoist(container.reconstruct_literal(codegen))
             if container.python_type() is dict:
-                writes += [f"{target}.clear()", f"{target}.update({name})"]
+                writes += [f"{target}.clear()", f"{target}.update({value})"]
             else:
-                writes.append(f"{target}[:] = {name}")
+                writes.append(f"{target}[:] = {value}")
         for store in self.stores:
-            name = f"__gl_v{len(values)}"
-            values.append(f"{name} = {store.value.reconstruct(codegen)}")
-            writes.append(f"{store.target.expr()} = {name}")
-        return values + writes
+            target = _target_expr(store.target, codegen)
+            writes.append(f"{target} = {codegen.hoist(store.value.reconstruct(codegen))}")
+        return writes
 
 
-def replay_kind(value: Any) -> str:
-    """For logs: what kind of object a replayed mutation touches."""
-    return type(value).__name__
+def _target_expr(target: Source, codegen: OutputCodegen) -> str:
+    """An assignment target whose object is fetched before any write (hoisted)."""
+    if isinstance(target, AttrSource):
+        return f"{codegen.hoist(target.base.expr())}.{target.attr}"
+    if isinstance(target, ItemSource):
+        return f"{codegen.hoist(target.base.expr())}[{target.index!r}]"
+    return target.expr()

@@ -16,15 +16,20 @@ Every call the translator sees gets one decision, made by :func:`lookup` from th
 =============  ===================================================================================
 
 ``lookup(fn)`` returns a :class:`Decision` naming the :class:`Rule` row that decided, so a graph
-break can say which rule skipped the call and how to overrule it. User overrides come first
-(:func:`graphlift.disable`, :func:`graphlift.allow_in_graph`, ``config.inline_modules`` and
-``config.skip_modules``), then the per-object tables, then the per-module tables.
+break can say which rule skipped the call and how to overrule it. The user's overrides come first
+(:func:`graphlift.disable`, :func:`graphlift.allow_in_graph`), then the rows that recognise the
+object itself (polyfills, builtins, torch ops), then the rows that go by the module that defined
+it, where ``config.skip_modules`` and ``config.inline_modules`` come first.
 """
 
 from __future__ import annotations
 
+import builtins
 import enum
+import functools
+import os
 import sys
+import sysconfig
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -76,82 +81,93 @@ class Decision:
         return f"{self.kind.value} (rule {self.rule.name!r}: {self.rule.why}{detail})"
 
 
-def _rule(name: str, kind: Kind, why: str, hint: str | None = None) -> Rule:
-    return Rule(name, kind, why, hint)
-
-
 _INLINE_MODULES_HINT = ("add its module to graphlift.config.inline_modules to trace it, or move "
                         "the call out of the compiled function")
 
-# -- the rules, in the order lookup() tries them ------------------------------------------------
+# -- the rules: lookup() tries the user's overrides, then the per-object rows, then the
+# per-module rows (config.skip_modules and config.inline_modules first among those) ----------
 # User overrides.
-DISABLED = _rule("disabled", Kind.SKIP, "disabled by the user (graphlift.disable)",
-                 "remove graphlift.disable to trace it")
-ALLOW_IN_GRAPH = _rule("allow_in_graph", Kind.GRAPH,
-                       "allowed in the graph by the user (graphlift.allow_in_graph): one opaque "
-                       "node, its body is not traced")
-CONFIG_SKIP = _rule("config.skip_modules", Kind.SKIP,
-                    "its module is listed in graphlift.config.skip_modules",
-                    "remove the module from graphlift.config.skip_modules")
-CONFIG_INLINE = _rule("config.inline_modules", Kind.INLINE,
-                      "its module is listed in graphlift.config.inline_modules")
+DISABLED = Rule("disabled", Kind.SKIP, "disabled by the user (graphlift.disable)",
+                "remove graphlift.disable to trace it")
+ALLOW_IN_GRAPH = Rule("allow_in_graph", Kind.GRAPH,
+                      "allowed in the graph by the user (graphlift.allow_in_graph): one opaque "
+                      "node, its body is not traced")
 # Per-object rows.
-COMPILED_FUNCTION = _rule("compiled_function", Kind.INLINE,
-                          "a graphlift.compile wrapper: its original function is inlined")
-POLYFILLED = _rule("polyfill", Kind.POLYFILL,
-                   "a C function with a pure-Python stand-in in graphlift.polyfills")
-POLYFILL_DECLINED = _rule("polyfill_declined", Kind.SKIP,
-                          "its polyfill does not accept these arguments, so the original runs "
-                          "eagerly", "pass arguments the polyfill models, or accept the break")
-MODELLED_CLASS = _rule("modelled_class", Kind.BUILTIN,
-                       "a class whose construction graphlift models (grad modes, deque, "
-                       "OrderedDict, torch.Size, exceptions, namedtuples)")
-IO_BUILTIN = _rule("io_builtin", Kind.SKIP, "it does I/O or talks to the interpreter, which a "
-                   "graph cannot do", "remove the call, or accept the graph break")
-PYTHON_BUILTIN = _rule("python_builtin", Kind.BUILTIN,
-                       "a Python builtin modelled by a handler in variables/builtins.py")
-UNHANDLED_BUILTIN = _rule("unhandled_builtin", Kind.SKIP,
-                          "a Python builtin that graphlift does not model",
-                          "move the call out of the compiled function")
-CONSTANT_CLASS_METHOD = _rule("constant_class_method", Kind.BUILTIN,
-                              "a class method of an immutable builtin class (dict.fromkeys, "
-                              "int.from_bytes): folded on constants")
-PURE_C_FUNCTION = _rule("pure_c_function", Kind.BUILTIN,
-                        "a math/operator function: folded on constants, one graph node on "
-                        "tensors")
-TORCH_GLOBAL_STATE = _rule("torch_global_state", Kind.SKIP,
-                           "a torch function that reads or changes process state (RNG, "
-                           "defaults, files)", "call it outside the compiled function")
-TENSOR_METHOD = _rule("tensor_method", Kind.GRAPH, "a method of torch.Tensor")
-TORCH_OP = _rule("torch_op", Kind.GRAPH,
-                 "a torch operator or C binding (torch.*, torch.nn.functional C ops, aten ops)")
-C_METHOD = _rule("c_method", Kind.SKIP, "a method of a C type graphlift does not model",
-                 "move the call out of the compiled function")
+COMPILED_FUNCTION = Rule("compiled_function", Kind.INLINE,
+                         "a graphlift.compile wrapper: its original function is inlined")
+POLYFILLED = Rule("polyfill", Kind.POLYFILL,
+                  "a C function with a pure-Python stand-in in graphlift.polyfills")
+POLYFILL_DECLINED = Rule("polyfill_declined", Kind.SKIP,
+                         "its polyfill does not accept these arguments, so the original runs "
+                         "eagerly", "pass arguments the polyfill models, or accept the break")
+MODELLED_CLASS = Rule("modelled_class", Kind.BUILTIN,
+                      "a class whose construction graphlift models (grad modes, deque, "
+                      "OrderedDict, torch.Size, exceptions, namedtuples)")
+IO_BUILTIN = Rule("io_builtin", Kind.SKIP, "it does I/O or talks to the interpreter, which a "
+                  "graph cannot do", "remove the call, or accept the graph break")
+PYTHON_BUILTIN = Rule("python_builtin", Kind.BUILTIN,
+                      "a Python builtin modelled by a handler in variables/builtins.py")
+UNHANDLED_BUILTIN = Rule("unhandled_builtin", Kind.SKIP,
+                         "a Python builtin that graphlift does not model",
+                         "move the call out of the compiled function")
+CONSTANT_CLASS_METHOD = Rule("constant_class_method", Kind.BUILTIN,
+                             "a class method of an immutable builtin class (dict.fromkeys, "
+                             "int.from_bytes): folded on constants")
+PURE_C_FUNCTION = Rule("pure_c_function", Kind.BUILTIN,
+                       "a math/operator function: folded on constants, one graph node on "
+                       "tensors")
+TORCH_GLOBAL_STATE = Rule("torch_global_state", Kind.SKIP,
+                          "a torch function that reads or changes process state (RNG, "
+                          "defaults, files)", "call it outside the compiled function")
+TENSOR_METHOD = Rule("tensor_method", Kind.GRAPH, "a method of torch.Tensor")
+TORCH_OP = Rule("torch_op", Kind.GRAPH,
+                "a torch operator or C binding (torch.*, torch.nn.functional C ops, aten ops)")
+C_METHOD = Rule("c_method", Kind.SKIP, "a method of a C type graphlift does not model",
+                "move the call out of the compiled function")
 # Per-module rows.
-GRAPHLIFT_POLYFILLS = _rule("graphlift.polyfills", Kind.INLINE,
-                            "graphlift's pure-Python polyfills are traced like user code")
-GRAPHLIFT = _rule("graphlift", Kind.SKIP, "graphlift's own code never traces itself")
-TORCH_INLINE = _rule("torch_inline", Kind.INLINE,
-                     "a part of torch written in Python that is safe to trace "
-                     "(nn.Module forwards, torch.nn.functional, grad-mode decorators)")
-TORCH_CLASS = _rule("torch_class", Kind.SKIP,
-                    "constructing this torch class while tracing is not modelled",
-                    "construct it outside the compiled function and pass it in")
-TORCH_PYTHON = _rule("torch_python", Kind.GRAPH,
-                     "a torch function written in Python, kept whole as one node")
-STDLIB = _rule("stdlib", Kind.SKIP, "the standard library runs eagerly", _INLINE_MODULES_HINT)
-THIRD_PARTY = _rule("third_party", Kind.SKIP, "a third-party library on the skip list",
-                    _INLINE_MODULES_HINT)
-C_FUNCTION = _rule("c_function", Kind.SKIP,
-                   "a C function graphlift cannot see into and has no polyfill for",
-                   "move the call out of the compiled function")
-USER_CODE = _rule("user_code", Kind.INLINE, "user code is traced")
+CONFIG_SKIP = Rule("config.skip_modules", Kind.SKIP,
+                   "its module is listed in graphlift.config.skip_modules",
+                   "remove the module from graphlift.config.skip_modules")
+CONFIG_INLINE = Rule("config.inline_modules", Kind.INLINE,
+                     "its module is listed in graphlift.config.inline_modules")
+GRAPHLIFT_POLYFILLS = Rule("graphlift.polyfills", Kind.INLINE,
+                           "graphlift's pure-Python polyfills are traced like user code")
+GRAPHLIFT = Rule("graphlift", Kind.SKIP, "graphlift's own code never traces itself",
+                 "call graphlift's API outside the compiled function")
+TORCH_INLINE = Rule("torch_inline", Kind.INLINE,
+                    "a part of torch written in Python that is safe to trace "
+                    "(nn.Module forwards, torch.nn.functional, grad-mode decorators)")
+TORCH_CLASS = Rule("torch_class", Kind.SKIP,
+                   "constructing this torch class while tracing is not modelled",
+                   "construct it outside the compiled function and pass it in")
+TORCH_BOUND_METHOD = Rule("torch_bound_method", Kind.SKIP,
+                          "a torch method bound to a real object (an optimizer, a hook "
+                          "handle): running it on fake tensors could change the object",
+                          "call it outside the compiled function")
+TORCH_PYTHON = Rule("torch_python", Kind.GRAPH,
+                    "a torch function written in Python, kept whole as one node")
+STDLIB = Rule("stdlib", Kind.SKIP, "the standard library runs eagerly", _INLINE_MODULES_HINT)
+THIRD_PARTY = Rule("third_party", Kind.SKIP, "a third-party library on the skip list",
+                   _INLINE_MODULES_HINT)
+C_FUNCTION = Rule("c_function", Kind.SKIP,
+                  "a C function graphlift cannot see into and has no polyfill for",
+                  "move the call out of the compiled function")
+USER_CODE = Rule("user_code", Kind.INLINE, "user code is traced")
+
+# Every rule, for reports and tests (names are unique).
+RULES = (DISABLED, ALLOW_IN_GRAPH, COMPILED_FUNCTION, POLYFILLED, POLYFILL_DECLINED,
+         MODELLED_CLASS, IO_BUILTIN, PYTHON_BUILTIN, UNHANDLED_BUILTIN, CONSTANT_CLASS_METHOD,
+         PURE_C_FUNCTION, TORCH_GLOBAL_STATE, TENSOR_METHOD, TORCH_OP, C_METHOD, CONFIG_SKIP,
+         CONFIG_INLINE, GRAPHLIFT_POLYFILLS, GRAPHLIFT, TORCH_INLINE, TORCH_CLASS,
+         TORCH_BOUND_METHOD, TORCH_PYTHON,
+         STDLIB, THIRD_PARTY, C_FUNCTION, USER_CODE)
 
 # Parts of torch traced like user code, by module name (a prefix matches its submodules).
 TORCH_INLINE_MODULES = (
     "torch.nn.modules",  # nn.Module forwards and their helpers
     "torch.nn.functional",  # the Python functions of F (F.relu, F.softmax); C ops are one node
     "torch.utils._contextlib",  # @torch.no_grad() / @torch.enable_grad() decorated functions
+    "torch.autograd.grad_mode",  # their clone(): @torch.set_grad_enabled(False) decorators
 )
 
 # Python builtins that do I/O or reach into the interpreter: always a graph break.
@@ -190,7 +206,7 @@ THIRD_PARTY_SKIP = frozenset({
     "networkx", "omegaconf", "hydra", "yaml", "PIL",  # configs, graphs, files
 })
 
-_BUILTINS = {id(v): v for v in vars(__import__("builtins")).values()}
+_BUILTINS = {id(v): v for v in vars(builtins).values()}
 _PURE_C_MODULES = frozenset({"math", "cmath", "operator", "_operator"})
 
 # Override registries. Keys are ids; the values keep the objects alive so no id is reused.
@@ -206,8 +222,11 @@ def lookup(fn: Any) -> Decision:
     decision = _override(fn)
     if decision is not None:
         return decision
-    if isinstance(fn, types.MethodType):
-        return lookup(fn.__func__)  # a bound method is decided by its function
+    if isinstance(fn, types.MethodType):  # a bound method is decided by its function
+        decision = lookup(fn.__func__)
+        if decision.kind is Kind.GRAPH and decision.rule is not ALLOW_IN_GRAPH:
+            return Decision(Kind.SKIP, TORCH_BOUND_METHOD, detail=_name(fn.__func__))
+        return decision
     decision = _by_object(fn)
     if decision is not None:
         return decision
@@ -290,7 +309,7 @@ def _by_module(fn: Any, module: str | None) -> Decision:
             return Decision(Kind.INLINE, TORCH_INLINE, detail=f"module {name}")
         return Decision(Kind.GRAPH, TORCH_PYTHON if python else TORCH_OP, detail=f"module {name}")
     top = name.partition(".")[0]
-    if top in sys.stdlib_module_names and top not in STDLIB_INLINE:
+    if is_stdlib(name) and top not in STDLIB_INLINE:
         if top == "builtins":  # a method of str, list, dict...
             return Decision(Kind.SKIP, C_METHOD, detail=_name(fn))
         return Decision(Kind.SKIP, STDLIB, detail=f"module {name}")
@@ -300,6 +319,23 @@ def _by_module(fn: Any, module: str | None) -> Decision:
         return Decision(Kind.SKIP, C_FUNCTION if isinstance(fn, types.BuiltinFunctionType)
                         else C_METHOD, detail=f"{type(fn).__name__} {_name(fn)}")
     return Decision(Kind.INLINE, USER_CODE)
+
+
+@functools.cache
+def is_stdlib(module: str) -> bool:
+    """Whether ``module`` is the standard library's (a user's ``test.py`` is not)."""
+    if module.partition(".")[0] not in sys.stdlib_module_names:
+        return False
+    path = getattr(sys.modules.get(module), "__file__", None)
+    if path is None:
+        return True  # built into the interpreter (sys, builtins, itertools...)
+    path = os.path.realpath(path)
+    return path.startswith(_STDLIB_DIRS) and not any(
+        part in path.split(os.sep) for part in ("site-packages", "dist-packages"))
+
+
+_STDLIB_DIRS = tuple({os.path.realpath(sysconfig.get_paths()[key]) + os.sep
+                      for key in ("stdlib", "platstdlib")})
 
 
 def module_of(fn: Any) -> str | None:
@@ -336,9 +372,8 @@ def is_third_party(value: Any) -> bool:
 
 
 def is_overridden(fn: Any) -> bool:
-    """Whether ``fn`` was given to allow_in_graph or made by disable or compile."""
-    return id(fn) in _allowed or _safe_getattr(fn, DISABLED_ATTR) is not None or \
-        _safe_getattr(fn, COMPILED_ATTR) is not None
+    """Whether ``fn`` (an object, not a function) was given to allow_in_graph."""
+    return id(fn) in _allowed
 
 
 def is_modelled_builtin(fn: Any) -> bool:
@@ -406,13 +441,11 @@ def _prefix_match(name: str, prefixes: Any) -> str | None:
 
 
 def _safe_getattr(fn: Any, name: str) -> Any:
-    """``getattr`` that never runs user code for ordinary functions and classes."""
-    if isinstance(fn, types.FunctionType):
-        return fn.__dict__.get(name)
-    try:
-        return getattr(fn, name, None) if not isinstance(fn, type) else None
-    except Exception:  # a __getattr__ that raises something else than AttributeError
-        return None
+    """An attribute that graphlift.disable or graphlift.compile set on a wrapper function.
+
+    Only functions carry them, so no other object's ``__getattr__`` ever runs here.
+    """
+    return fn.__dict__.get(name) if isinstance(fn, types.FunctionType) else None
 
 
 def _hashable(fn: Any) -> bool:

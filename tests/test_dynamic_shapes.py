@@ -392,3 +392,22 @@ def test_none_checks_on_a_symbolic_int_do_not_specialize_it():
         run(compiled, maybe_scale, torch.ones(3), n)
     # Static for 2, then n >= 1 for the rest; -3 fails that guard (its entry returns x: no graph).
     assert (graphlift.stats(compiled).compiles, counter.frame_count) == (3, 2)
+
+
+def test_int_attributes_of_modules_stay_static_under_dynamic_true():
+    class Heads(torch.nn.Module):
+        def __init__(self, heads):
+            super().__init__()
+            self.heads = heads
+
+        def forward(self, x):
+            return x.view(x.shape[0], self.heads, -1).sum(-1)
+
+    module = Heads(2)
+    counter = CompileCounter()
+    compiled = graphlift.compile(module, backend=counter, dynamic=True)
+    for batch in (3, 5, 9):
+        run(compiled, module, torch.randn(batch, 8))
+    assert counter.frame_count == 1
+    guards = graphlift.cache_entries(compiled)[0].guards
+    assert "L['self'].heads == 2" in guards and "2 <= L['x'].size()[0]" in guards

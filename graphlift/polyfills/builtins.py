@@ -16,10 +16,10 @@ _MISSING: Any = object()  # "no default given"; compared by identity
 
 def sum(iterable, /, start=0):  # noqa: A001
     """builtins.sum: left-to-right ``+`` from ``start`` (floats are not compensated in 3.11)."""
-    for kind, joiner in ((str, "''"), (bytes, "b''"), (bytearray, "b''")):
+    for kind, name, joiner in ((str, "strings", "''"), (bytes, "bytes", "b''"),
+                               (bytearray, "bytearray", "b''")):
         if isinstance(start, kind):
-            raise TypeError(f"sum() can't sum {kind.__name__}"
-                            f"{'s' if kind is str else ''} [use {joiner}.join(seq) instead]")
+            raise TypeError(f"sum() can't sum {name} [use {joiner}.join(seq) instead]")
     total = start
     for item in iter(iterable):
         total = total + item

@@ -7,9 +7,9 @@ items apart, so the heap compares only keys and unique orders (what the original
 from __future__ import annotations
 
 
-def _check(heap, name):
+def _check(heap, name, argument=" 1"):
     if not isinstance(heap, list):
-        raise TypeError(f"{name}() argument 1 must be list, not {type(heap).__name__}")
+        raise TypeError(f"{name}() argument{argument} must be list, not {type(heap).__name__}")
 
 
 def heappush(heap, item, /):
@@ -21,7 +21,7 @@ def heappush(heap, item, /):
 
 def heappop(heap, /):
     """heapq.heappop: pop the smallest item."""
-    _check(heap, "heappop")
+    _check(heap, "heappop", "")
     if not heap:
         raise IndexError("index out of range")
     last = heap.pop()
@@ -55,7 +55,7 @@ def heappushpop(heap, item, /):
 
 def heapify(heap, /):
     """heapq.heapify: make a list a heap, in place."""
-    _check(heap, "heapify")
+    _check(heap, "heapify", "")
     for i in reversed(range(len(heap) // 2)):
         _siftup(heap, i)
 

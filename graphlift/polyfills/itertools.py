@@ -110,23 +110,23 @@ def accumulate(iterable, func=None, *, initial=None):
 def zip_longest(*iterables, fillvalue=None):
     """itertools.zip_longest: to the longest, with ``fillvalue`` for the exhausted ones."""
     iterators = [iter(it) for it in iterables]
+    exhausted = [False] * len(iterators)
     active = len(iterators)
     if not active:
         return
     while True:
         row = []
         for index in range(len(iterators)):
-            iterator = iterators[index]
-            if iterator is None:
+            if exhausted[index]:
                 row.append(fillvalue)
                 continue
             try:
-                row.append(next(iterator))
+                row.append(next(iterators[index]))
             except StopIteration:
                 active -= 1
                 if not active:
                     return
-                iterators[index] = None
+                exhausted[index] = True
                 row.append(fillvalue)
         yield tuple(row)
 

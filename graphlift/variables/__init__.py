@@ -5,6 +5,8 @@
 - ``tensor``: tensors and torch callables; every tensor operation goes through ``call_torch``.
 - ``containers``: tuples, lists and dicts of trackers.
 - ``builtins``: Python builtins, as a table of handlers.
+- ``callables``: the trace rules' decisions as trackers (skipped, polyfilled, allow_in_graph).
+- ``collections``: ``deque``, ``OrderedDict`` and ``defaultdict``; ``iterators``: lazy iterators.
 - ``objects``: modules, classes, user objects and user functions.
 - ``nn_module``: ``nn.Module`` instances, pinned by identity; calls inline ``forward``.
 - ``builder``: wrapping real input values, with their guards.

@@ -32,7 +32,7 @@ from graphlift.variables.exceptions import ContextMethodVariable, GradModeVariab
 from graphlift.variables.nn_module import NNModuleVariable, wrap_module
 from graphlift.variables.objects import PythonModuleVariable, UserObjectVariable
 from graphlift.variables.symbolic import wrap_int_input
-from graphlift.variables.tensor import TensorVariable
+from graphlift.variables.tensor import TensorMethodVariable, TensorVariable
 
 if TYPE_CHECKING:
     from graphlift.translator import InstructionTranslator
@@ -48,21 +48,41 @@ class VariableBuilder:
     def __init__(self, tx: InstructionTranslator) -> None:
         self.tx = tx
         self._by_source: dict[Source, VariableTracker] = {}
+        self._mutable_by_id: dict[int, VariableTracker] = {}
 
     def wrap(self, value: Any, source: Source) -> VariableTracker:
         """The tracker for ``value`` found at ``source``; the same source gives the same tracker."""
         if source in self._by_source:
             return self._by_source[source]
+        aliased = self._mutable_by_id.get(id(value)) if _has_identity(value) else None
+        if aliased is not None:
+            # One object reached twice: one tracker, so a mutation through one name is seen
+            # through the other, and a guard that the two stay one object.
+            self.tx.guards.same_object(source, aliased.source)
+            self._by_source[source] = aliased
+            return aliased
         tracker = self._wrap(value, source)
-        if type(value) in (list, dict) or isinstance(tracker, UserObjectVariable):
+        if _has_identity(value):
             tracker.real_object = value  # for ``is`` tests between two inputs
+            self._mutable_by_id[id(value)] = tracker
         self._by_source[source] = tracker
         return tracker
+
+    def mutable_inputs(self) -> list[VariableTracker]:
+        """Trackers of the lists, dicts and objects read from the inputs, one per object."""
+        return list(self._mutable_by_id.values())
 
     def _wrap(self, value: Any, source: Source) -> VariableTracker:
         guards = self.tx.guards
         if isinstance(value, torch.Tensor):
             return self._wrap_tensor(value, source)
+        if isinstance(value, types.BuiltinMethodType) and \
+                isinstance(getattr(value, "__self__", None), torch.Tensor):
+            # A bound tensor method carried across a graph break (``f = x.add``): the tensor is
+            # the input, the method name a constant.
+            guards.constant_match(AttrSource(source, "__name__"), value.__name__)
+            tensor = self.wrap(value.__self__, AttrSource(source, "__self__"))
+            return TensorMethodVariable(tensor, value.__name__)
         if type(value) is int:  # an int that changes between calls may become a symbol
             symbolic = wrap_int_input(self.tx, value, source)
             if symbolic is not None:
@@ -96,7 +116,8 @@ class VariableBuilder:
             guards.id_match(source, value)
             return PythonModuleVariable(value, source)
         if is_classified_callable(value):  # functions, methods, classes: the trace rules
-            guards.id_match(source, value)
+            if not isinstance(value, types.MethodType):  # new on every attribute read: its
+                guards.id_match(source, value)  # __func__ and __self__ are guarded instead
             return wrap_callable(self.tx, value, source)
         if isinstance(value, torch.nn.Module):
             return wrap_module(self.tx, value, source)  # pinned by identity: see nn_module
@@ -154,6 +175,14 @@ class VariableBuilder:
             self.tx.guards.tensor_match(source, value, graph_input.dynamic_dims)
         graph_input.node.meta["real_type"] = type(value)
         return TensorVariable(graph_input.node, graph_input.fake, source)
+
+
+def _has_identity(value: Any) -> bool:
+    """Objects whose identity matters to a trace that mutates them: lists, dicts, user objects."""
+    return type(value) in (list, dict) or (
+        not isinstance(value, (torch.Tensor, type, types.ModuleType, types.FunctionType,
+                               types.BuiltinFunctionType, tuple, frozenset, enum.Enum))
+        and not is_constant_value(value) and hasattr(value, "__dict__"))
 
 
 def _is_namedtuple(value: Any) -> bool:

@@ -197,14 +197,14 @@ def make_lazy_iterator(stand_in: type, args: list[VariableTracker],
     from graphlift.variables.exceptions import raise_real
     from graphlift.variables.iterators import LazyIteratorVariable
 
-    values = [a.as_constant() if a.is_constant() else a for a in args]
-    keywords = {k: v.as_constant() if v.is_constant() else v for k, v in kwargs.items()}
-    numbers = [*values[getattr(stand_in, "_graphlift_object_args", 0):], *keywords.values()]
-    if any(isinstance(v, VariableTracker) for v in numbers):
+    objects = getattr(stand_in, "_graphlift_object_args", 0)
+    numbers = [*args[objects:], *kwargs.values()]
+    if not all(v.is_constant() for v in numbers):
         raise Unsupported(f"{stand_in._graphlift_real_class.__name__}() with arguments that "
                           "are not constants")
+    values = [*args[:objects], *(a.as_constant() for a in args[objects:])]
     try:
-        obj = stand_in(*values, **keywords)
+        obj = stand_in(*values, **{k: v.as_constant() for k, v in kwargs.items()})
     except (TypeError, ValueError) as error:
         raise raise_real(error) from error
     return LazyIteratorVariable(obj)

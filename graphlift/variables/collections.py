@@ -124,7 +124,7 @@ class DequeMethodVariable(VariableTracker):
                 items.pop()
         elif name in ("pop", "popleft"):
             if not items:
-                raise raise_real(IndexError(f"{name} from an empty deque"))
+                raise raise_real(IndexError("pop from an empty deque"))
             return items.pop() if name == "pop" else items.pop(0)
         else:
             items.clear()

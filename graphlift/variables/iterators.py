@@ -29,6 +29,9 @@ class LazyIteratorVariable(IteratorVariable):
     def python_type(self) -> type:
         return type(self.stand_in)._graphlift_real_class
 
+    def is_constant(self) -> bool:
+        return False  # never folded: that would consume it (or never end)
+
     def next_item(self) -> VariableTracker | None:
         try:
             value = next(self.stand_in)

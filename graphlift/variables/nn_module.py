@@ -50,6 +50,7 @@ from graphlift.variables.objects import (
     bind_class_attr,
     lookup_class_attr,
 )
+from graphlift.variables.symbolic import static_int
 from graphlift.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
@@ -161,6 +162,8 @@ class NNModuleVariable(UserObjectVariable):
             # A hyperparameter of torch's own layer (Dropout.p, LayerNorm.eps): set when the
             # layer was built, and not guarded (config.guard_torch_module_constants).
             return ConstantVariable(value, source)
+        if type(value) is int:
+            return static_int(tx, value, source)  # never a symbol (dynamic_shapes)
         return tx.builder.wrap(value, source)
 
     def member(self, tx: InstructionTranslator, registry: str, name: str) -> VariableTracker:

@@ -300,7 +300,7 @@ class UserObjectVariable(VariableTracker):
             raise Unsupported(f"assignment through descriptor {self.cls.__qualname__}.{name}")
         if not self.is_new:
             # An input object: the ledger writes the attribute back after the graph runs.
-            tx.output.side_effects.store(AttrSource(self.source, name), value)
+            tx.output.side_effects.store(AttrSource(self.source, name), value, owner=self)
         self.attrs[name] = value
 
     def call(self, tx, args, kwargs):

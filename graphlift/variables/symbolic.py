@@ -179,7 +179,7 @@ def size_variable(tx: InstructionTranslator, tensor: Any, dim: int) -> VariableT
     if not is_symbolic(size):
         return ConstantVariable(concrete(size))
     dim = dim % tensor.fake.dim()
-    return SymNodeVariable(tx.output.size_node(tensor.node, dim), size, tx.output)
+    return SymNodeVariable(tx.output.size_node(tensor.node, dim, size), size, tx.output)
 
 
 def shape_variable(tx: InstructionTranslator, tensor: Any) -> VariableTracker:
@@ -204,6 +204,13 @@ def wrap_int_input(tx: InstructionTranslator, value: int, source: Source) -> \
     tx.guards.type_match(source, value)
     graph_input = output.add_symint_input(source, value)
     return SymNodeVariable(graph_input.node, graph_input.fake, output, source)
+
+
+def static_int(tx: InstructionTranslator, value: int, source: Source) -> VariableTracker:
+    """An int that stays a constant whatever the shape policy says: an int attribute of an
+    ``nn.Module`` is configuration (heads, block size), specialized as torch.compile does."""
+    tx.guards.constant_match(source, value)
+    return ConstantVariable(value, source)
 
 
 def int_of(tx: InstructionTranslator, args: list[VariableTracker],

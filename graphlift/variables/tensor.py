@@ -137,6 +137,10 @@ class TensorMethodVariable(VariableTracker):
     def describe(self) -> str:
         return f"Tensor.{self.name}"
 
+    def reconstruct(self, codegen: OutputCodegen) -> str:
+        """The bound method, rebuilt from its tensor (alive across a graph break)."""
+        return f"{self.tensor.reconstruct(codegen)}.{self.name}"
+
     def call(self, tx, args, kwargs):
         # Refused at the call, not the attribute load, so the frame can split at the call.
         if self.name in DATA_DEPENDENT_METHODS:
