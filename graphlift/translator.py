@@ -43,6 +43,7 @@ from graphlift.variables.functions import (
     BaseUserFunctionVariable,
     CellVariable,
     NestedFunctionVariable,
+    UserFunctionVariable,
     bind_arguments,
 )
 from graphlift.variables.nn_module import NNModuleVariable
@@ -97,10 +98,12 @@ class TranslationError(GraphliftError):
 class IteratorVariable(VariableTracker):
     """An iterator over items known while tracing (GET_ITER over a range, list, tensor...)."""
 
-    def __init__(self, items: list[VariableTracker]) -> None:
+    def __init__(self, items: list[VariableTracker],
+                 returned: VariableTracker | None = None) -> None:
         super().__init__()
         self.items = items
         self.index = 0
+        self.returned = returned  # a generator's return value (``r = yield from gen()``)
 
     def next_item(self) -> VariableTracker | None:
         if self.index >= len(self.items):
@@ -113,12 +116,6 @@ class IteratorVariable(VariableTracker):
         self.index = len(self.items)
         return rest
 
-    def is_constant(self) -> bool:
-        return all(item.is_constant() for item in self.items[self.index:])
-
-    def as_constant(self) -> Any:
-        """The remaining items (consumed), for a fold such as ``"".join(reversed(s))``."""
-        return [item.as_constant() for item in self.unpack(None)]
 
 
 @dataclass
@@ -182,7 +179,7 @@ class InstructionTranslator:
         inliner = InliningTranslator(self, fn, bound)
         result = inliner.run()
         if inliner.yielded is not None:
-            return IteratorVariable(inliner.yielded)
+            return IteratorVariable(inliner.yielded, returned=result)
         return result
 
     # -- the loop ------------------------------------------------------------------------------
@@ -836,8 +833,9 @@ class InstructionTranslator:
         self.pop()  # the value sent in: inlined generators are driven by next(), which sends None
         item = self.peek().next_item()
         if item is None:
-            self.pop()
-            self.push(ConstantVariable(None))  # the delegate's return value
+            delegate = self.pop()
+            returned = getattr(delegate, "returned", None)
+            self.push(returned if returned is not None else ConstantVariable(None))
             self.jump(inst)
         else:
             self.push(item)
@@ -961,6 +959,11 @@ def is_same(tx: InstructionTranslator, left: VariableTracker, right: VariableTra
         return False  # distinct trackers of which one was made in the frame: distinct objects
     if isinstance(left, ConstantVariable) and isinstance(right, ConstantVariable):
         return left.value is right.value
+    functions = (getattr(left, "fn", None), getattr(right, "fn", None))
+    if isinstance(left, UserFunctionVariable) and isinstance(right, UserFunctionVariable):
+        return functions[0] is functions[1]  # both identity-guarded where they have sources
+    if isinstance(left, BaseUserFunctionVariable) or isinstance(right, BaseUserFunctionVariable):
+        return False  # a function made in the frame is a new object
     if is_none(left) or is_none(right):
         return False  # None is only itself (a symbolic number is not None)
     if left.is_constant() and right.is_constant():

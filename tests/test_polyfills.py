@@ -262,7 +262,8 @@ class Bag:
 
 
 def use_sum(x):
-    return sum(Bag(x, x * 2, 1))
+    # Over a lazy iterator: the native sum() handler needs the items up front.
+    return sum(Bag(x, x * 2, 1)), sum(itertools.repeat(x, 3))
 
 
 def use_all_any(x):
@@ -270,7 +271,7 @@ def use_all_any(x):
 
 
 def use_enumerate(x):
-    return [i * v for i, v in enumerate(Bag(x, x + 1), 1)]
+    return [i * v for i, v in enumerate(Bag(x, x + 1), 1)], list(enumerate(itertools.repeat(x, 2)))
 
 
 def use_zip_map(x):

@@ -197,8 +197,9 @@ def _iter(tx, args, kwargs):
         iterator = value.var_getattr(tx, "__iter__").call(tx, [], {})
         if isinstance(iterator, IteratorVariable):  # a generator method, or iter(self.items)
             return iterator
-        raise Unsupported(f"{value.describe()}.__iter__ returned {iterator!r}, not an iterator "
-                          "graphlift can step (a class with __next__ is not traced)")
+        if isinstance(iterator, UserObjectVariable):  # an object with __next__
+            return _iterator(iterator.drain(tx))
+        raise Unsupported(f"{value.describe()}.__iter__ returned {iterator!r}, not an iterator")
     return _iterator(_items(tx, value))
 
 

@@ -79,9 +79,17 @@ class ConstantMethodVariable(VariableTracker):
         return f"{self.obj.value!r}.{self.name}"
 
     def call(self, tx, args, kwargs):
-        values = [a.as_constant() for a in args]
+        # An iterator argument ("".join(reversed(s))) is consumed, as the real method would.
+        values = [[i.as_constant() for i in a.unpack(tx)] if _is_iterator(a) else a.as_constant()
+                  for a in args]
         kw = {k: v.as_constant() for k, v in kwargs.items()}
         return wrap_constant(operator.methodcaller(self.name, *values, **kw)(self.obj.value))
+
+
+def _is_iterator(value: VariableTracker) -> bool:
+    from graphlift.translator import IteratorVariable
+
+    return isinstance(value, IteratorVariable)
 
 
 def wrap_constant(value: Any) -> VariableTracker:

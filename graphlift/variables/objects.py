@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from graphlift.codegen import OutputCodegen
 
 _MISSING = object()
+# Iterating a user object stops being traced after this many items (an endless iterator).
+MAX_ITERATION = 10_000
 
 
 def lookup_class_attr(cls: type, name: str, start_after: type | None = None) -> Any:
@@ -162,6 +164,15 @@ def _fold_constructor(cls: type):
     return construct
 
 
+def _fold_object(cls: type):
+    """An immutable object of constants: built for real, its attributes read as constants."""
+    def construct(tx, args, kwargs):
+        values = [a.as_constant() for a in args]
+        return ConstantVariable(cls(*values, **{k: v.as_constant() for k, v in kwargs.items()}))
+
+    return construct
+
+
 def _grad_mode(mode: bool):
     def construct(tx, args, kwargs):
         from graphlift.variables.exceptions import GradModeVariable
@@ -195,6 +206,8 @@ CONSTRUCTORS = {
     torch.autocast: lambda tx, args, kwargs: _autocast(tx, args, kwargs),  # enter/exit nodes
     torch.Size: _fold_constructor(torch.Size),  # torch.Size([2, 3]) is a constant
     torch.device: _fold_constructor(torch.device),  # torch.device("cpu") is a constant
+    torch.finfo: _fold_object(torch.finfo),  # torch.finfo(dtype).eps: attributes are constants
+    torch.iinfo: _fold_object(torch.iinfo),
     collections.deque: make_deque,  # a list tracker with maxlen and left-end operations
     collections.OrderedDict: make_ordered_dict,  # a dict tracker
     collections.defaultdict: make_defaultdict,  # a dict tracker; missing keys: __missing__
@@ -268,11 +281,20 @@ class UserObjectVariable(VariableTracker):
             instance_dict = getattr(self.value, "__dict__", {})
             if name in instance_dict:
                 return self._wrap_attr(tx, name, instance_dict[name])
+        if isinstance(class_attr, types.MemberDescriptorType) and not self.is_new:
+            try:  # a __slots__ attribute of an object from the inputs: read it for real
+                return self._wrap_attr(tx, name, class_attr.__get__(self.value, self.cls))
+            except AttributeError as error:
+                from graphlift.variables.exceptions import raise_real
+
+                raise raise_real(error) from error
         if class_attr is _MISSING:
             if lookup_class_attr(self.cls, "__getattr__") is not _MISSING:
                 raise Unsupported(f"{self.cls.__qualname__}.__getattr__ is not traced")
-            raise Unsupported(f"{self.cls.__qualname__!r} object has no attribute {name!r}",
-                              break_type="user_exception")
+            from graphlift.variables.exceptions import raise_real
+
+            raise raise_real(AttributeError(
+                f"{self.cls.__qualname__!r} object has no attribute {name!r}"))
         source = None
         if self.source is not None:
             source = AttrSource(AttrSource(self.source, "__class__"), name)
@@ -302,6 +324,31 @@ class UserObjectVariable(VariableTracker):
             # An input object: the ledger writes the attribute back after the graph runs.
             tx.output.side_effects.store(AttrSource(self.source, name), value, owner=self)
         self.attrs[name] = value
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        """Iterate a user object: its ``__iter__`` (a generator or an iterator object)."""
+        if not isinstance(lookup_class_attr(self.cls, "__iter__"), types.FunctionType):
+            return super().unpack(tx)
+        iterator = self.var_getattr(tx, "__iter__").call(tx, [], {})
+        if not isinstance(iterator, UserObjectVariable):
+            return iterator.unpack(tx)
+        return iterator.drain(tx)
+
+    def drain(self, tx) -> list[VariableTracker]:
+        """Call ``__next__`` until it raises StopIteration (bounded, like every loop traced)."""
+        from graphlift.variables.exceptions import TracedException
+
+        items = []
+        next_method = self.var_getattr(tx, "__next__")
+        while len(items) < MAX_ITERATION:
+            try:
+                items.append(next_method.call(tx, [], {}))
+            except TracedException as error:
+                if issubclass(error.exception.cls, StopIteration):
+                    return items
+                raise
+        raise Unsupported(f"iterating a {self.cls.__qualname__} gave more than {MAX_ITERATION} "
+                          "items while tracing")
 
     def call(self, tx, args, kwargs):
         if issubclass(self.cls, torch.nn.Module):

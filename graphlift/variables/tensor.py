@@ -109,10 +109,16 @@ class TensorVariable(VariableTracker):
             return shape_variable(tx, self)
         if name in METADATA_ATTRS:
             return wrap_constant(getattr(self.fake, name))
+        if name == "grad_fn" and not self.fake.requires_grad:
+            return ConstantVariable(None)  # no autograd history: requires_grad is guarded
         if name in TENSOR_ATTRS:
             return call_torch(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
         if callable(getattr(torch.Tensor, name, None)):
             return TensorMethodVariable(self, name)
+        if not hasattr(torch.Tensor, name):
+            from graphlift.variables.exceptions import raise_real
+
+            raise raise_real(AttributeError(f"'Tensor' object has no attribute {name!r}"))
         raise Unsupported(f"tensor attribute {name!r} is not supported while tracing")
 
     def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:

@@ -48,6 +48,9 @@ class Case:
     graphs: int = 1
     opcodes: tuple[str, ...] = ()
     fallback: str | None = None
+    # Why graphlift compiles anew on the second call where torch.compile does not (a known gap,
+    # checked as such: two compiles, each with the expected graphs).
+    recompiles: str | None = None
 
 
 @dataclass(frozen=True)
@@ -88,10 +91,11 @@ def fresh(template: Any) -> Any:
 
 
 def case(fn: Callable, *args: Any, graphs: int = 1, opcodes: tuple[str, ...] | list[str] = (),
-         fallback: str | None = None, name: str | None = None, **kwargs: Any) -> Case:
+         fallback: str | None = None, name: str | None = None, recompiles: str | None = None,
+         **kwargs: Any) -> Case:
     """A :class:`Case` whose arguments are made from the templates ``args`` and ``kwargs``."""
     return Case(name or fn.__name__, fn, lambda: (fresh(args), fresh(kwargs)), graphs,
-                tuple(opcodes), fallback)
+                tuple(opcodes), fallback, recompiles)
 
 
 def case_ids(cases: list[Case]) -> list[str]:
@@ -197,9 +201,11 @@ def run_case(c: Case) -> None:
     for seed in (0, 1):
         eager = call(c.fn, make_args(c, seed))
         assert_same_outcome(eager, call(compiled, make_args(c, seed)))
-    assert counter.frame_count == c.graphs, \
-        f"{counter.frame_count} graphs captured, expected {c.graphs}"
-    assert graphlift.stats(compiled).compiles == 1, "the second call recompiled"
+    compiles = 2 if c.recompiles else 1
+    assert counter.frame_count == c.graphs * compiles, \
+        f"{counter.frame_count} graphs captured, expected {c.graphs * compiles}"
+    assert graphlift.stats(compiled).compiles == compiles, \
+        "the second call recompiled" if compiles == 1 else "the known recompile did not happen"
 
 
 def run_fallback_case(c: Case) -> None:
