@@ -352,8 +352,9 @@ class UserObjectVariable(VariableTracker):
 
     def call(self, tx, args, kwargs):
         if issubclass(self.cls, torch.nn.Module):
-            raise Unsupported(f"calling the module {self.cls.__qualname__} (nn.Module support is "
-                              "not implemented yet)", break_type="unsupported_call")
+            # Modules from the inputs are NNModuleVariables; this one was not modelled as one.
+            raise Unsupported(f"calling the module {self.cls.__qualname__} reached as a plain "
+                              "object", break_type="unsupported_call")
         call = lookup_class_attr(self.cls, "__call__")
         if not isinstance(call, types.FunctionType):
             raise Unsupported(f"calling a {self.cls.__qualname__} object")
