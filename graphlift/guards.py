@@ -300,21 +300,19 @@ class GuardBuilder:
         self._fast.append(check)
 
     def length_check(self, source: Source, length: int) -> None:
-        if not self._once((GuardKind.LENGTH_CHECK, source)):
-            return
-        e = self.expr(source)
-        check = f"len({e}) == {length}"
-        self._add(Guard(GuardKind.LENGTH_CHECK, f"len({source.name()}) == {length}", check,
-                        f"len({e})"))
-        self._fast.append(check)
+        self._derived_value(GuardKind.LENGTH_CHECK, source, "len", length, repr(length))
 
     def dict_keys(self, source: Source, keys: list) -> None:
-        if not self._once((GuardKind.DICT_KEYS, source)):
+        self._derived_value(GuardKind.DICT_KEYS, source, "list", keys, self.const(keys))
+
+    def _derived_value(self, kind: GuardKind, source: Source, fn: str, expected: Any,
+                       expected_expr: str) -> None:
+        """``fn(source) == expected``: a container's length or its keys."""
+        if not self._once((kind, source)):
             return
-        e = self.expr(source)
-        check = f"list({e}) == {self.const(keys)}"
-        self._add(Guard(GuardKind.DICT_KEYS, f"list({source.name()}) == {keys!r}", check,
-                        f"list({e})"))
+        current = f"{fn}({self.expr(source)})"
+        check = f"{current} == {expected_expr}"
+        self._add(Guard(kind, f"{fn}({source.name()}) == {expected!r}", check, current))
         self._fast.append(check)
 
     # -- nn.Module guards (see graphlift.variables.nn_module) -----------------------------------

@@ -6,6 +6,8 @@ items apart, so the heap compares only keys and unique orders (what the original
 
 from __future__ import annotations
 
+import operator
+
 
 def _check(heap, name, argument=" 1"):
     if not isinstance(heap, list):
@@ -60,12 +62,13 @@ def heapify(heap, /):
         _siftup(heap, i)
 
 
-def _siftdown(heap, startpos, pos):
+def _siftdown(heap, startpos, pos, before=operator.lt):
+    """Move heap[pos] up towards startpos while it goes ``before`` its parent."""
     newitem = heap[pos]
     while pos > startpos:
         parentpos = (pos - 1) >> 1
         parent = heap[parentpos]
-        if newitem < parent:
+        if before(newitem, parent):
             heap[pos] = parent
             pos = parentpos
             continue
@@ -73,49 +76,34 @@ def _siftdown(heap, startpos, pos):
     heap[pos] = newitem
 
 
-def _siftup(heap, pos):
+def _siftup(heap, pos, before=operator.lt):
+    """Move the smaller child up until heap[pos]'s item reaches a leaf, then sift it down."""
     endpos = len(heap)
     startpos = pos
     newitem = heap[pos]
     childpos = 2 * pos + 1
     while childpos < endpos:
         rightpos = childpos + 1
-        if rightpos < endpos and not heap[childpos] < heap[rightpos]:
+        if rightpos < endpos and not before(heap[childpos], heap[rightpos]):
             childpos = rightpos
         heap[pos] = heap[childpos]
         pos = childpos
         childpos = 2 * pos + 1
     heap[pos] = newitem
-    _siftdown(heap, startpos, pos)
+    _siftdown(heap, startpos, pos, before)
+
+
+def _after(a, b):
+    """The order of a max-heap: ``a`` goes first when it is larger (``b < a``)."""
+    return b < a
 
 
 def _siftdown_max(heap, startpos, pos):
-    newitem = heap[pos]
-    while pos > startpos:
-        parentpos = (pos - 1) >> 1
-        parent = heap[parentpos]
-        if parent < newitem:
-            heap[pos] = parent
-            pos = parentpos
-            continue
-        break
-    heap[pos] = newitem
+    _siftdown(heap, startpos, pos, _after)
 
 
 def _siftup_max(heap, pos):
-    endpos = len(heap)
-    startpos = pos
-    newitem = heap[pos]
-    childpos = 2 * pos + 1
-    while childpos < endpos:
-        rightpos = childpos + 1
-        if rightpos < endpos and not heap[rightpos] < heap[childpos]:
-            childpos = rightpos
-        heap[pos] = heap[childpos]
-        pos = childpos
-        childpos = 2 * pos + 1
-    heap[pos] = newitem
-    _siftdown_max(heap, startpos, pos)
+    _siftup(heap, pos, _after)
 
 
 def _heapify_max(heap):
