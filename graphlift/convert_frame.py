@@ -150,7 +150,9 @@ class _Attempt:
                                            output, guards, break_at)
             result = tracer.run()
             if tracer.break_state is None:
-                tail = [f"return {codegen.hoist(result.reconstruct(codegen))}"]
+                value = result.reconstruct(codegen)
+                # Read before the ledger writes back (it may be an old value), if there is one.
+                tail = [f"return {codegen.hoist(value) if output.side_effects else value}"]
             else:
                 tail = BreakTail(tracer, codegen, state, self.options).statements()
             replay = output.side_effects.replay(codegen)
