@@ -32,6 +32,9 @@ class Unsupported(GraphliftError):
         # Offset of the compiled frame's instruction that was running (the call site, for a
         # break inside an inlined function): where a graph break would split the frame.
         self.root_offset: int | None = None
+        # (translator id, (file, line, function, source line)) for each traced frame the error
+        # passed through, innermost first: the user's stack at the break.
+        self.user_frames: list[tuple[int, tuple[str, int, str, str | None]]] = []
 
     def __str__(self) -> str:
         lines = [f"{self.break_type}: {self.explanation}"]
@@ -39,8 +42,20 @@ class Unsupported(GraphliftError):
             lines.append(f"  at {self.location}")
             if self.source_line:
                 lines.append(f"    {self.source_line}")
+        if len(self.user_frames) > 1:
+            lines.append("  user stack (most recent call last):")
+            lines.extend(f"    {line}" for line in self.stack_lines())
         lines.extend(f"  hint: {h}" for h in self.hints)
         return "\n".join(lines)
+
+    def stack_lines(self) -> list[str]:
+        """The user's frames, outermost first, in traceback form."""
+        lines = []
+        for _, (filename, line, name, source) in reversed(self.user_frames):
+            lines.append(f'File "{filename}", line {line}, in {name}')
+            if source:
+                lines.append(f"  {source}")
+        return lines
 
 
 class BackendCompilerFailed(GraphliftError):

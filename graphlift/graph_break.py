@@ -81,9 +81,11 @@ class GraphBreak:
             break_type = BreakType(error.break_type)
         except ValueError:
             break_type = BreakType.UNSUPPORTED
-        stack = (f"  File {error.location}",) if error.location else ()
-        if error.location and error.source_line:
-            stack = (*stack, f"    {error.source_line}")
+        stack = tuple(f"  {line}" for line in error.stack_lines())
+        if not stack and error.location:
+            stack = (f"  File {error.location}",)
+            if error.source_line:
+                stack = (*stack, f"    {error.source_line}")
         return cls(break_type, error.location, error.source_line, error.explanation,
                    tuple(error.hints), stack, outcome)
 

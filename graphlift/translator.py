@@ -227,12 +227,18 @@ class InstructionTranslator:
         return f"{self.code.co_filename}:{line}"
 
     def _located(self, error: Unsupported) -> Unsupported:
+        """Add this frame to the error's user stack (the innermost frame gives its location)."""
         if not error.hints:
             error.hints = default_hints(error.break_type)
-        if error.location is None and self.inst is not None:
+        if self.inst is None or any(marker == id(self) for marker, _ in error.user_frames):
+            return error
+        line = self.inst.lineno or 0
+        source_line = linecache.getline(self.code.co_filename, line).strip() or None
+        error.user_frames.append((id(self), (self.code.co_filename, line, self.code.co_name,
+                                             source_line)))
+        if error.location is None:
             error.location = self.location()
-            error.source_line = linecache.getline(self.code.co_filename,
-                                                  self.inst.lineno or 0).strip() or None
+            error.source_line = source_line
         return error
 
     def root(self) -> InstructionTranslator:
