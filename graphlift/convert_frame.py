@@ -163,6 +163,13 @@ class _Attempt:
         if error is not None:
             _record_break(fn, state, error)
         output.finish([tensor.node for tensor in codegen.outputs])
+        grad_mode_after = output.only_grad_mode_switches()
+        if grad_mode_after is not None:
+            # Nothing but grad-mode switches (a resume function starting in a with block that
+            # breaks at once): no graph for that, the run function sets the final mode itself.
+            output.drop_all_nodes()
+            setter = codegen.constant(torch._C._set_grad_enabled)
+            tail = [f"{setter}({grad_mode_after})", *tail]
         has_graph = output.op_count > 0
         if has_graph:
             guards.global_state()

@@ -172,6 +172,21 @@ class OutputGraph:
                 self.graph.erase_node(graph_input.node)
                 self.inputs.remove(graph_input)
 
+    def only_grad_mode_switches(self) -> bool | None:
+        """The mode the graph leaves when its only operations switch grad mode, else None."""
+        calls = [n for n in self.graph.nodes
+                 if n.op in ("call_function", "call_method", "call_module")]
+        if not calls or any(n.target is not torch._C._set_grad_enabled for n in calls):
+            return None
+        return bool(calls[-1].args[0])
+
+    def drop_all_nodes(self) -> None:
+        """Empty the graph of its (unused) nodes and inputs; the output node stays."""
+        for node in reversed(list(self.graph.nodes)):
+            if node.op != "output":
+                self.graph.erase_node(node)
+        self.inputs.clear()
+
     @property
     def op_count(self) -> int:
         """Operations in the graph, counted like torch.compile's CompileCounter does."""

@@ -718,8 +718,7 @@ def set_grad_enabled_block(x):
     return z.requires_grad, z
 
 
-@case(2, 2, lambda: (t(4, grad=True),),
-      gap="two extra graphs that only call torch._C._set_grad_enabled")
+@case(2, 2, lambda: (t(4, grad=True),))
 def no_grad_callee(x):
     with torch.no_grad():
         y = helper_print(x)
