@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from graphlift.sources import Source, is_pinned
+from graphlift.sources import GLOBALS_NAME, Source, is_pinned
 
 
 class GuardKind(enum.Enum):
@@ -297,6 +297,14 @@ class GuardBuilder:
             return  # two distinct objects, each proven by identity
         check = f"{self.expr(source)} is not {self.expr(other)}"
         self._add(Guard(GuardKind.NOT_ALIASED, f"{source.name()} is not {other.name()}", check))
+        self._fast.append(check)
+
+    def same_globals(self, source: Source) -> None:
+        """The value is the frame's own globals dict (a parameter: no reference is kept)."""
+        if not self._once((GuardKind.ID_MATCH, source)):
+            return
+        check = f"{self.expr(source)} is {GLOBALS_NAME}"
+        self._add(Guard(GuardKind.ID_MATCH, f"{source.name()} is G", check))
         self._fast.append(check)
 
     def length_check(self, source: Source, length: int) -> None:

@@ -967,7 +967,10 @@ def is_same(tx: InstructionTranslator, left: VariableTracker, right: VariableTra
         return left.value is right.value
     functions = (getattr(left, "fn", None), getattr(right, "fn", None))
     if isinstance(left, UserFunctionVariable) and isinstance(right, UserFunctionVariable):
-        return functions[0] is functions[1]  # both identity-guarded where they have sources
+        same = functions[0] is functions[1]
+        if left.source is not None and right.source is not None:
+            (tx.guards.same_object if same else tx.guards.not_aliased)(left.source, right.source)
+        return same
     if isinstance(left, BaseUserFunctionVariable) or isinstance(right, BaseUserFunctionVariable):
         return False  # a function made in the frame is a new object
     if is_none(left) or is_none(right):

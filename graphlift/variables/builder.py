@@ -116,7 +116,13 @@ class VariableBuilder:
             guards.id_match(source, value)
             return PythonModuleVariable(value, source)
         if is_classified_callable(value):  # functions, methods, classes: the trace rules
-            if not isinstance(value, types.MethodType):  # new on every attribute read: its
+            if type(value) is types.FunctionType and value.__globals__ is self.tx.f_globals:
+                # By code, not identity: a closure made anew for each call is the same function
+                # to the trace, whose cells and defaults are read (and guarded) through sources.
+                guards.type_match(source, value)
+                guards.id_match(AttrSource(source, "__code__"), value.__code__)
+                guards.same_globals(AttrSource(source, "__globals__"))
+            elif not isinstance(value, types.MethodType):  # new on every attribute read: its
                 guards.id_match(source, value)  # __func__ and __self__ are guarded instead
             return wrap_callable(self.tx, value, source)
         if isinstance(value, torch.nn.Module):
