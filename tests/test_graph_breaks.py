@@ -1449,7 +1449,7 @@ def attr_store_seen_by_method(x, box):
     return z, box.value
 
 
-@case(1, 1, gap=NESTED_FN)
+@case(1, 1)
 def nested_fn_local_across_break(x):
     def g(y):
         return y + 1
@@ -1485,7 +1485,7 @@ def map_with_breaking_fn(x):
     return ys[0] + ys[1]
 
 
-@case(1, 1, gap=NESTED_FN)
+@case(1, 1)
 def sorted_key_prints(x):
     order = sorted([3, 1, 2], key=lambda v: print("key", v) or -v)
     return x * order[0]

@@ -12,7 +12,15 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from graphlift.exc import Unsupported
-from graphlift.sources import AttrSource, ItemSource, ModuleGlobalsSource, Source
+from graphlift.sources import (
+    FN_NAME,
+    GLOBALS_NAME,
+    AttrSource,
+    ClosureSource,
+    ItemSource,
+    ModuleGlobalsSource,
+    Source,
+)
 from graphlift.variables.base import VariableTracker
 from graphlift.variables.constant import ConstantVariable
 from graphlift.variables.containers import DictVariable, TupleVariable
@@ -192,6 +200,48 @@ class NestedFunctionVariable(BaseUserFunctionVariable):
 
     def globals_source(self) -> Source | None:
         return self._globals_source
+
+    def reconstruct(self, codegen: OutputCodegen) -> str:
+        """The function made anew after the graph (alive at a graph break, or returned).
+
+        Only when its cells are cells of the inputs' functions: a cell of the frame itself is
+        rebuilt by the resume function, and the two copies would drift apart.
+        """
+        if self._globals_source is not None:
+            raise Unsupported("a function made by an inlined function of another module cannot "
+                              "leave the compiled frame")
+        cells = []
+        for cell in self._closure:
+            if cell.contents_source is None:
+                raise Unsupported(f"the function {self.code.co_qualname} captures variables of "
+                                  "the compiled frame and cannot leave it")
+            cells.append(_cell_expr(cell.contents_source))
+        return codegen.remember(self, lambda cg: self._make(cg, cells))
+
+    def _make(self, codegen: OutputCodegen, cells: list[str]) -> str:
+        defaults = ", ".join(d.reconstruct(codegen) for d in self._defaults)
+        kwdefaults = ", ".join(f"{k!r}: {v.reconstruct(codegen)}"
+                               for k, v in self._kwdefaults.items())
+        closure = f"({', '.join(cells)},)" if cells else "None"
+        return (f"{codegen.constant(make_function)}({codegen.constant(self.code)}, "
+                f"{GLOBALS_NAME}, ({defaults}{',' if defaults else ''}), {{{kwdefaults}}}, "
+                f"{closure})")
+
+
+def _cell_expr(contents_source: Source) -> str:
+    """The cell object whose contents ``contents_source`` reads."""
+    if isinstance(contents_source, ClosureSource):
+        return f"{FN_NAME}.__closure__[{contents_source.index}]"
+    return contents_source.base.expr()
+
+
+def make_function(code: types.CodeType, globals_dict: dict, defaults: tuple,
+                  kwdefaults: dict, closure: tuple | None) -> types.FunctionType:
+    """Recreate a function defined inside a compiled frame, after the graph ran."""
+    fn = types.FunctionType(code, globals_dict, code.co_name, defaults or None, closure)
+    fn.__kwdefaults__ = kwdefaults or None
+    fn.__qualname__ = code.co_qualname
+    return fn
 
 
 class UserMethodVariable(VariableTracker):
