@@ -68,7 +68,7 @@ def explain(fn: Callable) -> Callable[..., ExplainOutput]:
             result.op_count = sum(count_ops(gm) for gm in result.graphs)
             result.ops_per_graph = [[_op_name(n) for n in gm.graph.nodes
                                      if n.op.startswith("call")] for gm in result.graphs]
-            for entry in state.entries:
+            for entry in _entries_with_resumes(state):
                 result.compile_ids.append(entry.compile_id)
                 result.guards.extend(entry.guards)
         finally:
@@ -77,6 +77,22 @@ def explain(fn: Callable) -> Callable[..., ExplainOutput]:
         return result
 
     return run
+
+
+def _entries_with_resumes(state: cache.ExtraState) -> list:
+    """The frame's entries, then those of its resume functions (and theirs), in that order."""
+    entries, seen, pending = [], set(), [state]
+    while pending:
+        current = pending.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        entries.extend(current.entries)
+        for point in current.resume_points.values():
+            resumed = cache.peek_state(point.code)
+            if resumed is not None:
+                pending.append(resumed)
+    return entries
 
 
 def _op_name(node: torch.fx.Node) -> str:
