@@ -195,11 +195,6 @@ def is_pinned(source: Source) -> bool:
     return source.kind in (SourceKind.MODULE_MEMBER, SourceKind.MODULE_GLOBALS)
 
 
-def needs_function(source: Source) -> bool:
-    """Whether rendering ``source`` needs the function object (closure cells do)."""
-    return source.root().kind is SourceKind.CLOSURE
-
-
 def placeholder_name(source: Source) -> str:
     """An FX-friendly name for a graph input: ``L['x'].w`` -> ``L_x_w``."""
     text = source.name()

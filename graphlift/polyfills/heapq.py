@@ -98,10 +98,6 @@ def _after(a, b):
     return b < a
 
 
-def _siftdown_max(heap, startpos, pos):
-    _siftdown(heap, startpos, pos, _after)
-
-
 def _siftup_max(heap, pos):
     _siftup(heap, pos, _after)
 

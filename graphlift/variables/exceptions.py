@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -132,15 +132,6 @@ def set_grad_mode(tx: InstructionTranslator, mode: bool) -> None:
     torch._C._set_grad_enabled(mode)
     tx.output.create_node("call_function", torch._C._set_grad_enabled, (mode,), {},
                           mutates=True)
-
-
-def make_grad_mode(cls: Any, args: list[VariableTracker]) -> GradModeVariable:
-    """The tracker for constructing one of torch's grad-mode context managers."""
-    if cls is torch.no_grad:
-        return GradModeVariable(False)
-    if cls is torch.enable_grad:
-        return GradModeVariable(True)
-    raise AssertionError(cls)
 
 
 class AutocastVariable(VariableTracker):
