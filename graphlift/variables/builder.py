@@ -26,7 +26,12 @@ from graphlift.variables.callables import (
     wrap_callable,
 )
 from graphlift.variables.collections import DefaultDictVariable, DequeVariable, OrderedDictVariable
-from graphlift.variables.constant import ConstantVariable, is_constant_value, wrap_constant
+from graphlift.variables.constant import (
+    ConstantVariable,
+    LazyConstantVariable,
+    is_constant_value,
+    wrap_constant,
+)
 from graphlift.variables.containers import DictVariable, ListVariable, TupleVariable
 from graphlift.variables.exceptions import ContextMethodVariable, GradModeVariable
 from graphlift.variables.nn_module import NNModuleVariable, wrap_module
@@ -87,6 +92,8 @@ class VariableBuilder:
             symbolic = wrap_int_input(self.tx, value, source)
             if symbolic is not None:
                 return symbolic
+        if type(value) is float:
+            return LazyConstantVariable(value, source, guards)  # guarded when first used
         if is_constant_value(value):
             guards.constant_match(source, value)
             return ConstantVariable(value, source)

@@ -68,6 +68,32 @@ class ConstantVariable(VariableTracker):
         return codegen.constant(self.value)
 
 
+class LazyConstantVariable(ConstantVariable):
+    """A float read from the inputs whose value guard is installed only when the value is used.
+
+    A value that only moves through the frame (``start = time.perf_counter()`` carried across a
+    graph break and never read) is passed on through its source, unguarded, so a new value does
+    not recompile. Any read of ``value`` (folding, comparisons, printing) installs the guard first.
+    """
+
+    def __init__(self, value: Any, source, guards) -> None:
+        VariableTracker.__init__(self, source)
+        self._value = value
+        self._guards = guards
+
+    @property
+    def value(self) -> Any:
+        if self._guards is not None:
+            self._guards.constant_match(self.source, self._value)
+            self._guards = None
+        return self._value
+
+    def reconstruct(self, codegen: OutputCodegen) -> str:
+        if self._guards is not None:
+            return codegen.source_expr(self.source)  # never read: passed on as it is
+        return super().reconstruct(codegen)
+
+
 class ConstantMethodVariable(VariableTracker):
     """A method of a constant (``"a,b".split``, ``size.numel``): folded when called."""
 
