@@ -45,7 +45,8 @@ from graphlift.bytecode import check_python_version
 
 check_python_version()
 
-# Imports below need 3.11 (the version check above must run first).
+# Imports below need 3.11 (the version check above must run first). ``graphlift.graph_break`` is
+# the function; its module stays importable by its full name (``graphlift.graph_break.listeners``).
 from graphlift import events, testing, trace_rules  # noqa: E402
 from graphlift.backends import list_backends, register_backend  # noqa: E402
 from graphlift.cache import CacheEntry, Stats  # noqa: E402
@@ -62,9 +63,7 @@ from graphlift.exc import (  # noqa: E402
     Unsupported,
 )
 from graphlift.explain import ExplainOutput, explain  # noqa: E402
-from graphlift.graph_break import graph_break  # noqa: E402  (the function; the module stays
-
-# importable as ``from graphlift.graph_break import ...``)
+from graphlift.graph_break import graph_break  # noqa: E402
 from graphlift.logs import configure_from_env, set_logs  # noqa: E402
 
 configure_from_env()
