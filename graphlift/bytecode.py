@@ -44,8 +44,19 @@ class Instruction:
         return f"{self.offset:>6} {self.opname:<28} {arg:>4} ({self.argval!r})"
 
 
-def decode(code: types.CodeType) -> list[Instruction]:
-    """The code's instructions without CACHE entries; jump argvals are target offsets."""
+def decode(code: types.CodeType) -> tuple[Instruction, ...]:
+    """The code's instructions without CACHE entries; jump argvals are target offsets.
+
+    Decoded once per code object: the translator, the break analysis and resume functions all
+    read the same instructions, often several times per compile.
+    """
+    instructions = _decoded.get(code)
+    if instructions is None:
+        instructions = _decoded[code] = tuple(_decode(code))
+    return instructions
+
+
+def _decode(code: types.CodeType) -> list[Instruction]:
     result = []
     lineno = code.co_firstlineno
     for inst in dis.get_instructions(code):
@@ -78,21 +89,19 @@ def dump(code: types.CodeType) -> str:
 
 def exception_handler(code: types.CodeType, offset: int) -> Any:
     """The 3.11 exception-table entry covering ``offset`` (start, end, target, depth, lasti)."""
-    for entry in _exception_table(code):
+    for entry in exception_table(code):
         if entry.start <= offset < entry.end:
             return entry
     return None
 
 
+# Per code object, dropped with it: decoded instructions and parsed exception tables.
+_decoded: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def exception_table(code: types.CodeType) -> list:
     """The parsed 3.11 exception table (cached per code object)."""
-    return _exception_table(code)
-
-
-def _exception_table(code: types.CodeType) -> list:
     table = _tables.get(code)
     if table is None:
         table = _tables[code] = dis._parse_exception_table(code)
