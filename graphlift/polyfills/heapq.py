@@ -26,13 +26,7 @@ def heappop(heap, /):
     _check(heap, "heappop", "")
     if not heap:
         raise IndexError("index out of range")
-    last = heap.pop()
-    if heap:
-        smallest = heap[0]
-        heap[0] = last
-        _siftup(heap, 0)
-        return smallest
-    return last
+    return _pop_root(heap, operator.lt)
 
 
 def heapreplace(heap, item, /):
@@ -40,10 +34,7 @@ def heapreplace(heap, item, /):
     _check(heap, "heapreplace")
     if not heap:
         raise IndexError("index out of range")
-    smallest = heap[0]
-    heap[0] = item
-    _siftup(heap, 0)
-    return smallest
+    return _replace_root(heap, item, operator.lt)
 
 
 def heappushpop(heap, item, /):
@@ -58,8 +49,7 @@ def heappushpop(heap, item, /):
 def heapify(heap, /):
     """heapq.heapify: make a list a heap, in place."""
     _check(heap, "heapify", "")
-    for i in reversed(range(len(heap) // 2)):
-        _siftup(heap, i)
+    _heapify_in_order(heap, operator.lt)
 
 
 def _siftdown(heap, startpos, pos, before=operator.lt):
@@ -98,30 +88,39 @@ def _after(a, b):
     return b < a
 
 
-def _siftup_max(heap, pos):
-    _siftup(heap, pos, _after)
-
-
-def _heapify_max(heap):
+def _heapify_in_order(heap, before):
     for i in reversed(range(len(heap) // 2)):
-        _siftup_max(heap, i)
+        _siftup(heap, i, before)
 
 
-def _heappop_max(heap):
+def _pop_root(heap, before):
+    """Pop the item that goes first; the last item takes its place and sifts."""
     last = heap.pop()
     if heap:
-        largest = heap[0]
+        first = heap[0]
         heap[0] = last
-        _siftup_max(heap, 0)
-        return largest
+        _siftup(heap, 0, before)
+        return first
     return last
 
 
-def _heapreplace_max(heap, item):
-    largest = heap[0]
+def _replace_root(heap, item, before):
+    first = heap[0]
     heap[0] = item
-    _siftup_max(heap, 0)
-    return largest
+    _siftup(heap, 0, before)
+    return first
+
+
+def _heapify_max(heap):
+    _heapify_in_order(heap, _after)
+
+
+def _heappop_max(heap):
+    return _pop_root(heap, _after)
+
+
+def _heapreplace_max(heap, item):
+    return _replace_root(heap, item, _after)
 
 
 def merge(*iterables, key=None, reverse=False):
