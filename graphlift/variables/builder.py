@@ -1,8 +1,10 @@
 """Wrapping real values into trackers: the one place where guards on inputs are installed.
 
 ``VariableBuilder.wrap(value, source)`` decides what kind of tracker a value read from the frame
-becomes, and records the guard that keeps that decision valid on later calls. The table below is
-in priority order; the first matching row wins.
+becomes, and records the guard that keeps that decision valid on later calls. The decision is
+the table ``WRAP_ROWS``: (test, build) rows in priority order, where the first row whose test
+matches builds the tracker and installs its guards. ``wrap_unguarded`` does the same with
+``UNGUARDED_ROWS`` for values that need no guard of their own.
 """
 
 from __future__ import annotations
@@ -78,116 +80,214 @@ class VariableBuilder:
         return list(self._mutable_by_id.values())
 
     def _wrap(self, value: Any, source: Source) -> VariableTracker:
-        guards = self.tx.guards
-        if isinstance(value, torch.Tensor):
-            return self._wrap_tensor(value, source)
-        if isinstance(value, types.BuiltinMethodType) and \
-                isinstance(getattr(value, "__self__", None), torch.Tensor):
-            # A bound tensor method carried across a graph break (``f = x.add``): the tensor is
-            # the input, the method name a constant.
-            guards.constant_match(AttrSource(source, "__name__"), value.__name__)
-            tensor = self.wrap(value.__self__, AttrSource(source, "__self__"))
-            return TensorMethodVariable(tensor, value.__name__)
-        if type(value) is int:  # an int that changes between calls may become a symbol
-            symbolic = wrap_int_input(self.tx, value, source)
-            if symbolic is not None:
-                return symbolic
-        if type(value) is float:
-            return LazyConstantVariable(value, source, guards)  # guarded when first used
-        if is_constant_value(value):
-            guards.constant_match(source, value)
-            return ConstantVariable(value, source)
-        if type(value) in (list, tuple) or _is_namedtuple(value):
-            guards.type_match(source, value)
-            guards.length_check(source, len(value))
-            items = [self.wrap(v, ItemSource(source, i)) for i, v in enumerate(value)]
-            if type(value) is list:
-                return ListVariable(items, source)
-            return TupleVariable(items, source, tuple_class=type(value))
-        if type(value) is dict and all(is_constant_value(k) for k in value):
-            guards.type_match(source, value)
-            guards.dict_keys(source, list(value))
-            return DictVariable({k: self.wrap(v, ItemSource(source, k)) for k, v in value.items()},
-                                source)
-        if type(value) in _COLLECTIONS:
-            return self._wrap_collection(value, source)
-        stand_in = stand_in_class(value)
-        if stand_in is not None:
-            return self._wrap_stand_in(value, source, stand_in)
-        if isinstance(value, GradModeExit):
-            # A resume function that starts inside a grad-mode with block.
-            guards.id_match(source, value)
-            manager = GradModeVariable(torch.is_grad_enabled(), previous=value.previous)
-            return ContextMethodVariable(manager, "__exit__")
-        if isinstance(value, types.ModuleType):
-            guards.id_match(source, value)
-            return PythonModuleVariable(value, source)
-        if is_classified_callable(value):  # functions, methods, classes: the trace rules
-            if type(value) is types.FunctionType and value.__globals__ is self.tx.f_globals:
-                # By code, not identity: a closure made anew for each call is the same function
-                # to the trace, whose cells and defaults are read (and guarded) through sources.
-                guards.type_match(source, value)
-                guards.id_match(AttrSource(source, "__code__"), value.__code__)
-                guards.same_globals(AttrSource(source, "__globals__"))
-            elif not isinstance(value, types.MethodType):  # new on every attribute read: its
-                guards.id_match(source, value)  # __func__ and __self__ are guarded instead
-            return wrap_callable(self.tx, value, source)
-        if isinstance(value, torch.nn.Module):
-            return wrap_module(self.tx, value, source)  # pinned by identity: see nn_module
-        if isinstance(value, enum.Enum):  # members are singletons: compared, never changed
-            guards.id_match(source, value)
-            return ConstantVariable(value, source)
-        guards.type_match(source, value)
+        """The build of the first row of ``WRAP_ROWS`` whose test matches (the last always does)."""
+        build = next(build for test, build in WRAP_ROWS if test(value))
+        return build(self, value, source)
+
+
+# -- the builds of WRAP_ROWS: each installs its row's guards and returns the tracker ----------
+def _wrap_tensor(builder: VariableBuilder, value: torch.Tensor,
+                 source: Source) -> VariableTracker:
+    """A tensor: a graph input, guarded on its metadata (or pinned as a module's)."""
+    if type(value) not in (torch.Tensor, torch.nn.Parameter):
+        raise Unsupported(f"tensor subclass {type(value).__name__} at {source.name()}")
+    output, guards = builder.tx.output, builder.tx.guards
+    existing = output.input_for(value)
+    if existing is not None:
+        # The same tensor reached twice: one graph input, and a guard that it stays shared.
+        guards.same_object(source, existing.source)
+        return builder._by_source[existing.source]
+    graph_input = output.add_input(source, value)  # decides which dimensions are dynamic
+    if is_pinned(source):
+        # A module's parameter or buffer: the module guards prove which object it is.
+        guards.nn_module_tensor(source, value)
+    else:
+        guards.tensor_match(source, value, graph_input.dynamic_dims)
+    graph_input.node.meta["real_type"] = type(value)
+    return TensorVariable(graph_input.node, graph_input.fake, source)
+
+
+def _wrap_tensor_method(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:
+    """A bound tensor method carried across a graph break (``f = x.add``): the tensor is the
+    input, the method name a constant."""
+    builder.tx.guards.constant_match(AttrSource(source, "__name__"), value.__name__)
+    tensor = builder.wrap(value.__self__, AttrSource(source, "__self__"))
+    return TensorMethodVariable(tensor, value.__name__)
+
+
+def _wrap_int(builder: VariableBuilder, value: int, source: Source) -> VariableTracker:
+    """An int that changes between calls may become a symbol; else a guarded constant."""
+    symbolic = wrap_int_input(builder.tx, value, source)
+    return symbolic if symbolic is not None else _wrap_constant(builder, value, source)
+
+
+def _wrap_float(builder: VariableBuilder, value: float, source: Source) -> VariableTracker:
+    """A float: a constant guarded when first used."""
+    return LazyConstantVariable(value, source, builder.tx.guards)
+
+
+def _wrap_constant(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:
+    """A constant (None, a bool, a str, a tuple of constants...), guarded by value."""
+    builder.tx.guards.constant_match(source, value)
+    return ConstantVariable(value, source)
+
+
+def _wrap_sequence(builder: VariableBuilder, value: list | tuple,
+                   source: Source) -> VariableTracker:
+    """A list, tuple or namedtuple: item by item, guarded by its type and length."""
+    guards = builder.tx.guards
+    guards.type_match(source, value)
+    guards.length_check(source, len(value))
+    items = [builder.wrap(v, ItemSource(source, i)) for i, v in enumerate(value)]
+    if type(value) is list:
+        return ListVariable(items, source)
+    return TupleVariable(items, source, tuple_class=type(value))
+
+
+def _wrap_dict(builder: VariableBuilder, value: dict, source: Source) -> VariableTracker:
+    """A dict with constant keys: item by item, guarded by its type and its keys in order."""
+    guards = builder.tx.guards
+    guards.type_match(source, value)
+    guards.dict_keys(source, list(value))
+    return DictVariable({k: builder.wrap(v, ItemSource(source, k)) for k, v in value.items()},
+                        source)
+
+
+def _wrap_collection(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:
+    """A deque, OrderedDict or defaultdict from the inputs: read through its items."""
+    guards = builder.tx.guards
+    guards.type_match(source, value)
+    if type(value) is collections.deque:
+        guards.length_check(source, len(value))
+        guards.constant_match(AttrSource(source, "maxlen"), value.maxlen)
+        items = [builder.wrap(v, ItemSource(source, i)) for i, v in enumerate(value)]
+        return DequeVariable(items, source, maxlen=value.maxlen)
+    if not all(is_constant_value(k) for k in value):
         return UserObjectVariable(value, source)
+    guards.dict_keys(source, list(value))
+    items = {k: builder.wrap(v, ItemSource(source, k)) for k, v in value.items()}
+    if type(value) is collections.OrderedDict:
+        return OrderedDictVariable(items, source)
+    factory = builder.wrap(value.default_factory, AttrSource(source, "default_factory"))
+    return DefaultDictVariable(items, factory, source)
 
-    def _wrap_collection(self, value: Any, source: Source) -> VariableTracker:
-        """A deque, OrderedDict or defaultdict from the inputs: read through its items."""
-        guards = self.tx.guards
+
+def _wrap_stand_in(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:
+    """A real partial or itemgetter from the inputs, as an object of its polyfill class."""
+    stand_in = stand_in_class(value)
+    state, readable = stand_in._graphlift_state(value)
+    if readable:  # partial: func, args and keywords are attributes of the real object
+        builder.tx.guards.type_match(source, value)
+        attrs = {k: builder.wrap(v, AttrSource(source, k)) for k, v in state.items()}
+    else:  # immutable C objects without attributes: pinned by identity
+        builder.tx.guards.id_match(source, value)
+        attrs = {k: wrap_constant(v) for k, v in state.items()}
+    obj = StandInObjectVariable(value, source, cls=stand_in)
+    obj.attrs.update(attrs)
+    return obj
+
+
+def _wrap_grad_mode_exit(builder: VariableBuilder, value: GradModeExit,
+                         source: Source) -> VariableTracker:
+    """A resume function that starts inside a grad-mode with block: the block's ``__exit__``."""
+    builder.tx.guards.id_match(source, value)
+    manager = GradModeVariable(torch.is_grad_enabled(), previous=value.previous)
+    return ContextMethodVariable(manager, "__exit__")
+
+
+def _wrap_python_module(builder: VariableBuilder, value: types.ModuleType,
+                        source: Source) -> VariableTracker:
+    """A Python module, pinned by identity; its attributes are read (and guarded) through it."""
+    builder.tx.guards.id_match(source, value)
+    return PythonModuleVariable(value, source)
+
+
+def _wrap_callable(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:
+    """A function, method or class: the trace rules decide its tracker."""
+    guards = builder.tx.guards
+    if type(value) is types.FunctionType and value.__globals__ is builder.tx.f_globals:
+        # By code, not identity: a closure made anew for each call is the same function
+        # to the trace, whose cells and defaults are read (and guarded) through sources.
         guards.type_match(source, value)
-        if type(value) is collections.deque:
-            guards.length_check(source, len(value))
-            guards.constant_match(AttrSource(source, "maxlen"), value.maxlen)
-            items = [self.wrap(v, ItemSource(source, i)) for i, v in enumerate(value)]
-            return DequeVariable(items, source, maxlen=value.maxlen)
-        if not all(is_constant_value(k) for k in value):
-            return UserObjectVariable(value, source)
-        guards.dict_keys(source, list(value))
-        items = {k: self.wrap(v, ItemSource(source, k)) for k, v in value.items()}
-        if type(value) is collections.OrderedDict:
-            return OrderedDictVariable(items, source)
-        factory = self.wrap(value.default_factory, AttrSource(source, "default_factory"))
-        return DefaultDictVariable(items, factory, source)
+        guards.id_match(AttrSource(source, "__code__"), value.__code__)
+        guards.same_globals(AttrSource(source, "__globals__"))
+    elif not isinstance(value, types.MethodType):  # new on every attribute read: its
+        guards.id_match(source, value)  # __func__ and __self__ are guarded instead
+    return wrap_callable(builder.tx, value, source)
 
-    def _wrap_stand_in(self, value: Any, source: Source, stand_in: type) -> VariableTracker:
-        """A real partial or itemgetter from the inputs, as an object of its polyfill class."""
-        state, readable = stand_in._graphlift_state(value)
-        if readable:  # partial: func, args and keywords are attributes of the real object
-            self.tx.guards.type_match(source, value)
-            attrs = {k: self.wrap(v, AttrSource(source, k)) for k, v in state.items()}
-        else:  # immutable C objects without attributes: pinned by identity
-            self.tx.guards.id_match(source, value)
-            attrs = {k: wrap_constant(v) for k, v in state.items()}
-        obj = StandInObjectVariable(value, source, cls=stand_in)
-        obj.attrs.update(attrs)
-        return obj
 
-    def _wrap_tensor(self, value: torch.Tensor, source: Source) -> VariableTracker:
-        if type(value) not in (torch.Tensor, torch.nn.Parameter):
-            raise Unsupported(f"tensor subclass {type(value).__name__} at {source.name()}")
-        output = self.tx.output
-        existing = output.input_for(value)
-        if existing is not None:
-            # The same tensor reached twice: one graph input, and a guard that it stays shared.
-            self.tx.guards.same_object(source, existing.source)
-            return self._by_source[existing.source]
-        graph_input = output.add_input(source, value)  # decides which dimensions are dynamic
-        if is_pinned(source):
-            # A module's parameter or buffer: the module guards prove which object it is.
-            self.tx.guards.nn_module_tensor(source, value)
-        else:
-            self.tx.guards.tensor_match(source, value, graph_input.dynamic_dims)
-        graph_input.node.meta["real_type"] = type(value)
-        return TensorVariable(graph_input.node, graph_input.fake, source)
+def _wrap_nn_module(builder: VariableBuilder, value: torch.nn.Module,
+                    source: Source) -> VariableTracker:
+    """An ``nn.Module``, pinned by identity: see nn_module."""
+    return wrap_module(builder.tx, value, source)
+
+
+def _wrap_enum(builder: VariableBuilder, value: enum.Enum, source: Source) -> VariableTracker:
+    """An enum member: a singleton, compared by identity and never changed."""
+    builder.tx.guards.id_match(source, value)
+    return ConstantVariable(value, source)
+
+
+def _wrap_object(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:
+    """Any other object: guarded by its type, its attributes read (and guarded) through it."""
+    builder.tx.guards.type_match(source, value)
+    return UserObjectVariable(value, source)
+
+
+def _is_tensor_method(value: Any) -> bool:
+    """A method bound to a tensor (``x.add``), a C method object."""
+    return isinstance(value, types.BuiltinMethodType) and \
+        isinstance(getattr(value, "__self__", None), torch.Tensor)
+
+
+def _is_sequence(value: Any) -> bool:
+    """A list, a tuple or a namedtuple (not a subclass of list or of tuple otherwise)."""
+    return type(value) in (list, tuple) or \
+        (isinstance(value, tuple) and hasattr(type(value), "_fields"))
+
+
+def _is_constant_keyed_dict(value: Any) -> bool:
+    """A plain dict whose keys are all constants (so they can be guarded by value)."""
+    return type(value) is dict and all(is_constant_value(k) for k in value)
+
+
+# -- the wrap table ------------------------------------------------------------------------------
+# (test of the value, build of its guards and tracker), in priority order: VariableBuilder._wrap
+# calls the build of the first row whose test matches.
+WRAP_ROWS = (
+    # Graph inputs, and the commonest input: first.
+    (lambda v: isinstance(v, torch.Tensor), _wrap_tensor),
+    # Before the callable row, which would pin a method object that is new on every read.
+    (_is_tensor_method, _wrap_tensor_method),
+    # Before the constant row, where it falls back to; exact type, so a bool stays a constant.
+    (lambda v: type(v) is int, _wrap_int),
+    # Before the constant row: guarded when first used, so a float never read costs no guard.
+    (lambda v: type(v) is float, _wrap_float),
+    # Before the sequence row, so a tuple of constants is one constant, not a tuple of items.
+    (is_constant_value, _wrap_constant),
+    # A namedtuple is a tuple that keeps its class; a list or tuple subclass is an object.
+    (_is_sequence, _wrap_sequence),
+    # A dict keyed by anything else (objects, tensors) falls to the object row.
+    (_is_constant_keyed_dict, _wrap_dict),
+    # Exact types (an OrderedDict is not a plain dict above); subclasses are objects.
+    (lambda v: type(v) in _COLLECTIONS, _wrap_collection),
+    # Before the object row: a C partial or itemgetter becomes an object of its polyfill.
+    (lambda v: stand_in_class(v) is not None, _wrap_stand_in),
+    # Before the object row: graphlift's own callable object, modelled as the block's exit.
+    (lambda v: isinstance(v, GradModeExit), _wrap_grad_mode_exit),
+    # Before the object row: a module is pinned by identity, not by type.
+    (lambda v: isinstance(v, types.ModuleType), _wrap_python_module),
+    # Functions, methods, classes. Before the nn.Module row: a module given to allow_in_graph,
+    # or one of a skipped library, goes by the trace rules.
+    (is_classified_callable, _wrap_callable),
+    # Before the object row: a module's parameters and submodules are pinned through it.
+    (lambda v: isinstance(v, torch.nn.Module), _wrap_nn_module),
+    # Members are singletons, pinned by identity; an IntEnum member is no exact int, so it
+    # comes this far.
+    (lambda v: isinstance(v, enum.Enum), _wrap_enum),
+    # Last, and matches everything: any other object is a user object.
+    (lambda v: True, _wrap_object),
+)
 
 
 def _has_identity(value: Any) -> bool:
@@ -198,30 +298,73 @@ def _has_identity(value: Any) -> bool:
         and not is_constant_value(value) and hasattr(value, "__dict__"))
 
 
-def _is_namedtuple(value: Any) -> bool:
-    return isinstance(value, tuple) and hasattr(type(value), "_fields")
-
-
 def wrap_unguarded(tx: InstructionTranslator, value: Any) -> VariableTracker:
-    """Wrap a value reached through something already guarded (torch's namespace, a constant)."""
-    if isinstance(value, torch.Tensor):
-        raise Unsupported("a tensor reached without a source cannot become a graph input")
-    if is_constant_value(value):
-        return ConstantVariable(value)
-    if isinstance(value, types.ModuleType):
-        return PythonModuleVariable(value)
-    if is_classified_callable(value):
-        return wrap_callable(tx, value)
-    if type(value) is tuple:  # of classes, say: graphlift's polyfills read such globals
-        return TupleVariable([wrap_unguarded(tx, v) for v in value])
-    if type(value) is dict and all(is_constant_value(k) for k in value):
-        # A class attribute such as a dataclass's __dataclass_fields__ (read, never written).
-        return DictVariable({k: wrap_unguarded(tx, v) for k, v in value.items()})
-    if isinstance(value, torch.nn.Module):
-        return NNModuleVariable(value)
-    if isinstance(value, enum.Enum):
-        return ConstantVariable(value)
+    """Wrap a value reached through something already guarded (torch's namespace, a constant):
+    the build of the first row of ``UNGUARDED_ROWS`` whose test matches."""
+    build = next(build for test, build in UNGUARDED_ROWS if test(value))
+    return build(tx, value)
+
+
+# -- the builds of UNGUARDED_ROWS: trackers without a source, so without guards ---------------
+def _refuse_tensor(tx: InstructionTranslator, value: torch.Tensor) -> VariableTracker:
+    """A tensor: refused, since a graph input needs a source to be fed from and guarded at."""
+    raise Unsupported("a tensor reached without a source cannot become a graph input")
+
+
+def _unguarded_constant(tx: InstructionTranslator, value: Any) -> VariableTracker:
+    """A constant or an enum member."""
+    return ConstantVariable(value)
+
+
+def _unguarded_python_module(tx: InstructionTranslator,
+                             value: types.ModuleType) -> VariableTracker:
+    """A Python module, its attributes read through it."""
+    return PythonModuleVariable(value)
+
+
+def _unguarded_tuple(tx: InstructionTranslator, value: tuple) -> VariableTracker:
+    """A tuple, its items wrapped unguarded too."""
+    return TupleVariable([wrap_unguarded(tx, v) for v in value])
+
+
+def _unguarded_dict(tx: InstructionTranslator, value: dict) -> VariableTracker:
+    """A dict with constant keys, its values wrapped unguarded too."""
+    return DictVariable({k: wrap_unguarded(tx, v) for k, v in value.items()})
+
+
+def _unguarded_nn_module(tx: InstructionTranslator, value: torch.nn.Module) -> VariableTracker:
+    """An ``nn.Module``."""
+    return NNModuleVariable(value)
+
+
+def _unguarded_object(tx: InstructionTranslator, value: Any) -> VariableTracker:
+    """Any other object, its attributes read through it."""
     return UserObjectVariable(value)
+
+
+# (test of the value, build of its tracker), in priority order: wrap_unguarded calls the build
+# of the first row whose test matches.
+UNGUARDED_ROWS = (
+    # First: a tensor is never wrapped without a source.
+    (lambda v: isinstance(v, torch.Tensor), _refuse_tensor),
+    # Before the tuple row, so a tuple of constants is one constant.
+    (is_constant_value, _unguarded_constant),
+    # Reached through a guarded namespace (torch.nn through torch): no guard of its own.
+    (lambda v: isinstance(v, types.ModuleType), _unguarded_python_module),
+    # Functions, methods and classes: the trace rules (wrap_callable takes no source here).
+    # Before the nn.Module row, as in WRAP_ROWS.
+    (is_classified_callable, wrap_callable),
+    # Of classes, say: graphlift's polyfills read such globals.
+    (lambda v: type(v) is tuple, _unguarded_tuple),
+    # A class attribute such as a dataclass's __dataclass_fields__ (read, never written).
+    (_is_constant_keyed_dict, _unguarded_dict),
+    # Before the object row: its parameters and submodules are read through it.
+    (lambda v: isinstance(v, torch.nn.Module), _unguarded_nn_module),
+    # Members are singletons: constants (an IntEnum member is not an exact int).
+    (lambda v: isinstance(v, enum.Enum), _unguarded_constant),
+    # Last, and matches everything: any other object is a user object.
+    (lambda v: True, _unguarded_object),
+)
 
 
 # Containers of the collections module that have their own trackers.
