@@ -36,8 +36,9 @@ The pipeline, one module per stage, in the order data flows:
                             callable (``polyfills/``: pure-Python stand-ins for C functions;
                             ``decorators``: ``allow_in_graph``, ``disable``)
 ``explain`` / ``testing``   ``explain()``; ``CompileCounter``
-``events`` / ``doctor``     recording (``GRAPHLIFT_RECORD``); ``graphlift doctor SCRIPT``: graph
-                            breaks, then recompiles, then time (``__main__``: the command)
+``events`` / ``doctor/``    recording (``GRAPHLIFT_RECORD``); ``graphlift doctor SCRIPT``: graph
+                            breaks, then recompiles, then time (``report``: the data;
+                            ``render``: text, JSON, HTML; ``__main__``: the command)
 ==========================  ==================================================================
 """
 

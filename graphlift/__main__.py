@@ -6,7 +6,6 @@ Also ``python -m graphlift doctor ...``. The exit status is the script's own (0 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -41,8 +40,7 @@ def _doctor(options: argparse.Namespace) -> int:
     if options.html:
         doctor.write_html(report, options.html)
     if options.json:
-        json.dump(report, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        sys.stdout.write(doctor.format_json(report))
     else:
         sys.stdout.write(doctor.format_text(report))
         if options.html:

@@ -4,6 +4,8 @@ Each doctor run starts a fresh Python that imports torch (about 2 s), so one scr
 problem, one function each, and is run once for the module; the CLI gets one run of its own.
 """
 
+import ast
+import inspect
 import json
 import os
 import shutil
@@ -205,6 +207,41 @@ def test_text_report(problems):
     assert "triage [scalar]" in text and "triage [size]" in text
     assert "triage [global_state]" in text and "triage [identity]" in text
     assert max(len(line) for line in text.splitlines()) <= 100
+
+
+# -- the layers: the report is data, the renderers only render ---------------------------------
+def test_report_is_json_data(problems):
+    for report in (problems[1], doctor.build_report(None, script="s.py", args=[], exit_code=0,
+                                                    seconds=0.1)):
+        assert json.loads(doctor.format_json(report)) == report  # no tuples, enums or objects
+
+
+def top_level_imports(module) -> set[str]:
+    """The modules ``module`` imports (``from graphlift import events``: ``graphlift.events``);
+    fails if any import is inside a function."""
+    tree = ast.parse(inspect.getsource(module))
+    kinds = (ast.Import, ast.ImportFrom)
+    top = [node for node in tree.body if isinstance(node, kinds)]
+    assert top == [node for node in ast.walk(tree) if isinstance(node, kinds)]
+    names = set()
+    for node in top:
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif node.module == "graphlift":
+            names |= {f"graphlift.{alias.name}" for alias in node.names}
+        else:
+            names.add(node.module)
+    return names
+
+
+def test_imports_run_one_way():
+    report_imports = top_level_imports(doctor.report)
+    assert {name for name in report_imports if name.startswith("graphlift")} == {"graphlift.events"}
+    assert not {"html", "textwrap"} & report_imports  # the report renders nothing
+    assert not [name for name in vars(doctor.report) if name.startswith(("format_", "write_"))]
+    render_imports = top_level_imports(doctor.render)
+    assert {name for name in render_imports if name.startswith("graphlift")} == {
+        "graphlift.doctor.report"}
 
 
 # -- the HTML page in headless Chromium ----------------------------------------------------------
