@@ -13,33 +13,43 @@ the graph assumed; the compiled entry is cached on the function's code object::
     >>> graphlift.cache_entries(f)[0].guards[-5:]
     ["L['x'].stride()[0] == 1", "type(L['n']) is int", "L['n'] == 2", ...]
 
-The pipeline, one module per stage, in the order data flows:
+The package is a stack of layers. Imports run one way, from the entry points at the top down to
+the primitives at the bottom: a module imports only modules of the layers below its own, and
+within its layer the modules listed before it (each row is in import order). What a lower layer
+needs from a higher one it is given: variables get the translator as their ``tx`` argument and
+call methods on it; generated code gets eval_frame's wrapper factories (``codegen.FrameWrappers``)
+through ``convert_frame``; the translator registers itself on the output graph while it runs.
+Imports under ``if TYPE_CHECKING:`` never run and only name argument types; they are exempt.
+``tests/test_layers.py`` parses this table and fails on an import against it.
 
-==========================  ==================================================================
-``eval_frame``              ``compile()``: the intercepting wrapper, cache lookup, miss path,
-                            recompile limits, ``reset``, ``cache_entries``, ``stats``
-``cache`` / ``code_extra``  ExtraState and CacheEntry in the code object's extra slot
-``convert_frame``           one miss -> one cache entry (translate, guard, compile, codegen)
-``bytecode``                decoding 3.11 instructions; the version check
-``translator``              the symbolic interpreter: one method per opcode
-``variables/``              VariableTrackers: constants, tensors, containers, objects, modules
-``sources``                 where values come from: ``L['x']``, ``G['w']``, ``L['self'].w``
-``guards``                  guard kinds and the generated check function
-``output_graph``            the FX graph, fake tensors, graph inputs, the backend call
-``codegen``                 the generated run function that calls the graph
-``dynamic_shapes``          which sizes and ints are symbols (``mark_dynamic``, automatic
-                            dynamic); the ShapeEnv's assumptions rendered as guards
-``graph_break``             graph-break records shared by logs and ``explain``
-``backends``                ``eager``, ``aot_eager``, ``inductor`` and user backends
-``config`` / ``logs``       the settings registry; ``GRAPHLIFT_LOGS`` artifacts
-``trace_rules``             inline, polyfill, builtin, graph node or skip: the decision for every
-                            callable (``polyfills/``: pure-Python stand-ins for C functions;
-                            ``decorators``: ``allow_in_graph``, ``disable``)
-``explain`` / ``testing``   ``explain()``; ``CompileCounter``
-``events`` / ``doctor/``    recording (``GRAPHLIFT_RECORD``); ``graphlift doctor SCRIPT``: graph
-                            breaks, then recompiles, then time (``report``: the data;
-                            ``render``: text, JSON, HTML; ``__main__``: the command)
-==========================  ==================================================================
+Layers, top to bottom (``layer: modules`` -- what the layer does)::
+
+    entry:       explain, decorators, doctor.report, doctor.render, doctor, graphlift, __main__
+                 -- explain(), allow_in_graph/disable, graphlift doctor, the public API
+    interception: testing, events, eval_frame  -- compile(): the wrapper, cache lookup, miss
+                 path, recompile limits, reset, cache_entries, stats; CompileCounter; recording
+                 (GRAPHLIFT_RECORD)
+    conversion:  convert_frame  -- one miss -> one cache entry (translate, guard, compile)
+    cache:       cache  -- ExtraState and CacheEntry in the code object's extra slot
+    codegen:     codegen  -- the generated run function, and its tail at a graph break
+    translation: translator  -- the symbolic interpreter: one method per opcode
+    variables:   variables.base, variables.constant, variables.iterators, variables.containers,
+                 variables.exceptions, variables.context, variables.symbolic, variables.tensor,
+                 variables.functions, variables.objects, variables.builtins,
+                 variables.collections, variables.callables, variables.nn_module,
+                 variables.builder, variables  -- VariableTrackers, one kind per module; the
+                 builder wraps input values with their guards and knows every kind
+    graph:       output_graph  -- the FX graph, fake tensors, graph inputs, the backend call
+    rules:       trace_rules  -- inline, polyfill, builtin, graph node or skip, per callable
+    records:     graph_break, backends, side_effects, guards, dynamic_shapes,
+                 polyfills.support, polyfills.builtins, polyfills.collections, polyfills.copy,
+                 polyfills.functools, polyfills.heapq, polyfills.itertools, polyfills.operator,
+                 polyfills, resume  -- break records, backends, the side-effect ledger, guard
+                 kinds and the check function, symbolic sizes, pure-Python stand-ins for C
+                 functions, resume code objects
+    bytecode:    bytecode  -- decoding 3.11 instructions; the version check
+    primitives:  config, exc, logs, sources, code_extra  -- settings, errors, GRAPHLIFT_LOGS,
+                 where values come from (L['x'], G['w']), the code object's extra slot
 """
 
 from graphlift.bytecode import check_python_version

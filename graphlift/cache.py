@@ -21,6 +21,7 @@ from graphlift import code_extra
 from graphlift.dynamic_shapes import ShapeMemory
 from graphlift.graph_break import GraphBreak
 from graphlift.guards import CompiledGuards
+from graphlift.resume import ResumePoint
 
 
 @dataclass(eq=False)
@@ -106,13 +107,13 @@ class ExtraState:
         self.resume_points: dict[tuple, Any] = {}  # (ResumeKey, options) -> ResumePoint
         self.shape_memory = ShapeMemory()  # sizes and ints earlier compiles saw (automatic dynamic)
 
-    def resume_point(self, code: types.CodeType, key: Any, options: Any) -> Any:
+    def resume_point(self, code: types.CodeType, key: Any, options: Any,
+                     make_wrapper: Callable) -> ResumePoint:
         """The resume function continuing this code at ``key`` (made once, then reused)."""
-        from graphlift.resume import ResumePoint
-
         point = self.resume_points.get((key, options))
         if point is None:
-            point = self.resume_points[(key, options)] = ResumePoint(code, key, options)
+            point = ResumePoint(code, key, options, make_wrapper)
+            self.resume_points[(key, options)] = point
         return point
 
     def push_front(self, entry: CacheEntry) -> None:

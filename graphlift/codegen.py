@@ -9,6 +9,9 @@ For each cache entry graphlift writes one small function, for example::
 It takes the frame's arguments by name, passes the graph its inputs (read back through their
 sources), and rebuilds the return value from graph outputs, constants and the inputs themselves,
 so that a tensor argument returned as-is is the very same object, as in eager.
+
+At a graph break, :class:`BreakTail` writes the statements after the graph: the eager
+instruction, then the call of the resume function (:mod:`graphlift.resume` makes its code).
 """
 
 from __future__ import annotations
@@ -16,10 +19,20 @@ from __future__ import annotations
 import ast
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from graphlift.sources import Source
-from graphlift.variables.base import VariableTracker
+import torch
+
+from graphlift import bytecode
+from graphlift.exc import Unsupported
+from graphlift.resume import ResumeKey, local_cells
+from graphlift.sources import FN_NAME, Source
+from graphlift.variables.base import NullVariable, VariableTracker
+from graphlift.variables.context import ContextMethodVariable, GradModeVariable
+from graphlift.variables.functions import UserFunctionVariable, UserMethodVariable
+from graphlift.variables.nn_module import NNModuleVariable
+from graphlift.variables.tensor import TensorMethodVariable
 
 # Values that print as Python literals which read back exactly.
 _LITERAL_TYPES = (int, bool, type(None))
@@ -33,10 +46,21 @@ def _is_literal(expr: str) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class FrameWrappers:
+    """How generated code reaches the interception layer, which sits above code generation:
+    ``eval_frame`` passes its wrapper factories down through ``convert_frame``."""
+
+    function: Callable  # (fn, options) -> the compiled wrapper of a user function
+    module_call: Callable  # (module, options) -> a call of the module through its compiled forward
+    code: Callable  # (fn, options) -> a new wrapper for a function (resume functions)
+
+
 class OutputCodegen:
     """Collects what the run function needs while the return value is reconstructed."""
 
-    def __init__(self) -> None:
+    def __init__(self, wrappers: FrameWrappers) -> None:
+        self.wrappers = wrappers
         # The globals dict arrives as a parameter (``__gl_G``), never bound here: see
         # convert_frame.FrameSignature.
         self.namespace: dict[str, Any] = {}
@@ -79,8 +103,6 @@ class OutputCodegen:
         if key in self._remembered:
             return self._remembered[key]
         if key in self._building:
-            from graphlift.exc import Unsupported
-
             raise Unsupported("an object that contains itself cannot leave the compiled frame")
         self._building.add(key)
         expr = build(self)
@@ -99,10 +121,6 @@ class OutputCodegen:
 
     def callable_expr(self, fn: VariableTracker, options: Any) -> str:
         """The callee of an eager call; a user function becomes its compiled wrapper."""
-        from graphlift.variables.functions import UserFunctionVariable, UserMethodVariable
-        from graphlift.variables.nn_module import NNModuleVariable
-        from graphlift.variables.tensor import TensorMethodVariable
-
         if isinstance(fn, UserFunctionVariable):
             return self.compiled(fn, options)
         if isinstance(fn, UserMethodVariable) and isinstance(fn.fn, UserFunctionVariable):
@@ -111,16 +129,13 @@ class OutputCodegen:
         if isinstance(fn, TensorMethodVariable):
             return f"{fn.tensor.reconstruct(self)}.{fn.name}"
         if isinstance(fn, NNModuleVariable) and fn.source is not None:
-            from graphlift.eval_frame import compiled_module_call
-
             module = fn.reconstruct(self)
-            return f"{self.constant(compiled_module_call)}({module}, {self.constant(options)})"
+            call = self.constant(self.wrappers.module_call)
+            return f"{call}({module}, {self.constant(options)})"
         return fn.reconstruct(self)
 
     def callable_arg(self, value: VariableTracker, options: Any) -> str:
         """An argument of an eager call: user functions passed along are compiled too."""
-        from graphlift.variables.functions import UserFunctionVariable
-
         if isinstance(value, UserFunctionVariable):
             return self.compiled(value, options)
         return value.reconstruct(self)
@@ -132,10 +147,8 @@ class OutputCodegen:
         wrapper held by the entry would keep the function, and through its globals maybe the
         entry's own code object, alive for good (see convert_frame.FrameSignature).
         """
-        from graphlift.eval_frame import compiled_wrapper
-
         function = fn.reconstruct(self)
-        return f"{self.constant(compiled_wrapper)}({function}, {self.constant(options)})"
+        return f"{self.constant(self.wrappers.function)}({function}, {self.constant(options)})"
 
     def build(self, params: tuple[str, ...], tail: list[str], graph: Callable | None,
               input_sources: list[Source]) -> tuple[Callable, str]:
@@ -149,3 +162,125 @@ class OutputCodegen:
         source = "\n".join(lines) + "\n"
         exec(compile(source, "<graphlift run>", "exec"), self.namespace)  # noqa: S102
         return self.namespace["__gl_run"], source
+
+
+# -- the run function's tail at a graph break --------------------------------------------------
+class BreakTail:
+    """Writes the run function's statements after the graph at a graph break.
+
+    Every value the tail passes on is computed (hoisted into a temporary) before the side-effect
+    ledger writes anything back, because it may be the old value of something the frame
+    overwrote. Then come the eager instruction and the call to the resume function.
+    """
+
+    def __init__(self, tracer: object, codegen: object, state: object, options: object) -> None:
+        self.tracer, self.codegen, self.state, self.options = tracer, codegen, state, options
+        self.break_state = tracer.break_state
+        instructions = bytecode.decode(tracer.code)
+        inst = self.break_state.inst
+        self.following = instructions[instructions.index(inst) + 1].offset
+
+    def statements(self) -> list[str]:
+        opname = self.break_state.inst.opname
+        if opname == "CALL":
+            return self._call()
+        if opname == "CALL_FUNCTION_EX":
+            return self._call_ex()
+        return self._branch()
+
+    def _call(self) -> list[str]:
+        inst, stack = self.break_state.inst, self.break_state.stack
+        below, (first, second, *args) = stack[:-inst.arg - 2], stack[-inst.arg - 2:]
+        fn, args = (second, args) if isinstance(first, NullVariable) else (first, [second, *args])
+        names = self.break_state.kw_names
+        kwargs = dict(zip(names, args[len(args) - len(names):])) if names else {}
+        args = args[:len(args) - len(names)]
+        call = self.codegen.eager_call(fn, args, kwargs, self.options)
+        return self._guarded_call(call, below)
+
+    def _call_ex(self) -> list[str]:
+        inst, stack = self.break_state.inst, list(self.break_state.stack)
+        kwargs = stack.pop() if inst.arg & 1 else None
+        args, fn = stack.pop(), stack.pop()
+        if stack and isinstance(stack[-1], NullVariable):
+            stack.pop()
+        parts = [f"*{self.codegen.hoist(args.reconstruct(self.codegen))}"]
+        if kwargs is not None:
+            parts.append(f"**{self.codegen.hoist(kwargs.reconstruct(self.codegen))}")
+        call = f"{self.codegen.callable_expr(fn, self.options)}({', '.join(parts)})"
+        return self._guarded_call(call, stack)
+
+    def _guarded_call(self, call: str, below: list) -> list[str]:
+        """The eager call; inside a grad-mode with block an exception restores the mode."""
+        resume = self._resume_call(self.following, below, "__gl_r")
+        previous = _outer_grad_mode(below)
+        if previous is None:
+            return [f"__gl_r = {call}", f"return {resume}"]
+        return ["try:", f"    __gl_r = {call}", "except BaseException:",
+                f"    {self.codegen.constant(torch._C._set_grad_enabled)}({previous})",
+                "    raise", f"return {resume}"]
+
+    def _branch(self) -> list[str]:
+        inst, stack = self.break_state.inst, self.break_state.stack
+        condition, below = stack[-1], stack[:-1]
+        jump_when = "IF_TRUE" in inst.opname
+        keeps_value = inst.opname.endswith("_OR_POP")  # the value stays when the jump is taken
+        taken = self._resume_call(inst.argval, stack if keeps_value else below, None)
+        not_taken = self._resume_call(self.following, below, None)
+        test = self.codegen.hoist(condition.reconstruct(self.codegen))
+        lines = [f"if {'' if jump_when else 'not '}{test}:", f"    return {taken}",
+                 f"return {not_taken}"]
+        previous = _outer_grad_mode(below)
+        if previous is None:
+            return lines
+        # bool(tensor) can raise (more than one element): leave the with block's mode behind.
+        setter = self.codegen.constant(torch._C._set_grad_enabled)
+        return ["try:", f"    __gl_b = bool({test})", "except BaseException:",
+                f"    {setter}({previous})", "    raise",
+                f"if {'' if jump_when else 'not '}__gl_b:", f"    return {taken}",
+                f"return {not_taken}"]
+
+    def _resume_call(self, offset: int, below: list, result: str | None) -> str:
+        """``__gl_resume(__gl_fn, <every local>, <stack values>, <local cells>)``."""
+        tracer, codegen = self.tracer, self.codegen
+        nulls = [isinstance(item, NullVariable) for item in below]
+        if result is not None:
+            nulls.append(False)
+        unbound = frozenset(name for name in tracer.code.co_varnames
+                            if self._local_expr(name) is None)
+        key = ResumeKey(offset, tuple(nulls), unbound)
+        point = self.state.resume_point(tracer.code, key, self.options, codegen.wrappers.code)
+        values = [self._local_expr(name) or "None" for name in tracer.code.co_varnames]
+        values += [codegen.hoist(item.reconstruct(codegen)) for item in below
+                   if not isinstance(item, NullVariable)]
+        if result is not None:
+            values.append(result)
+        values += [self._cell_expr(name) or "None" for name in local_cells(tracer.code)]
+        return f"{codegen.constant(point)}({FN_NAME}, {', '.join(values)})"
+
+    def _cell_expr(self, name: str) -> str | None:
+        """A cell's contents at the break (None while unassigned)."""
+        cell = self.tracer.cells.get(name)
+        if cell is None or cell.contents is None:
+            return None
+        return self.codegen.hoist(cell.contents.reconstruct(self.codegen))
+
+    def _local_expr(self, name: str) -> str | None:
+        """A local's value at the break: tracked, an argument never read, or unbound (None)."""
+        tracer = self.tracer
+        if name in tracer.code.co_cellvars and name in tracer.cells:
+            return self._cell_expr(name)  # an argument captured by an inner function
+        if name in self.break_state.symbolic_locals:
+            value = self.break_state.symbolic_locals[name]
+            return self.codegen.hoist(value.reconstruct(self.codegen))
+        if name in tracer.unread_arguments:
+            return name  # the run function's own parameter of that name
+        return None
+
+
+def _outer_grad_mode(stack: list) -> bool | None:
+    """The grad mode before the outermost grad-mode with block open at the break, if any."""
+    for item in stack:
+        if isinstance(item, ContextMethodVariable) and isinstance(item.manager, GradModeVariable):
+            return bool(item.manager.previous)
+    return None

@@ -20,14 +20,14 @@ import torch
 
 from graphlift import bytecode, logs
 from graphlift.cache import CacheEntry, ExtraState
-from graphlift.codegen import OutputCodegen
+from graphlift.codegen import BreakTail, FrameWrappers, OutputCodegen
 from graphlift.config import config
 from graphlift.dynamic_shapes import ShapePolicy, install_shape_guards
 from graphlift.exc import Unsupported
 from graphlift.graph_break import GraphBreak, report
 from graphlift.guards import GuardBuilder
 from graphlift.output_graph import OutputGraph
-from graphlift.resume import BreakTail, resumable_break
+from graphlift.resume import resumable_break
 from graphlift.sources import FN_NAME, GLOBALS_NAME
 from graphlift.translator import InstructionTranslator, TranslationError
 
@@ -92,13 +92,14 @@ class FrameSignature:
 
 
 def convert_frame(fn: types.FunctionType, state: ExtraState, args: tuple,
-                  options: CompileOptions) -> CacheEntry:
+                  options: CompileOptions, wrappers: FrameWrappers) -> CacheEntry:
     """Translate ``fn`` for ``args`` (function, its globals, then the bound arguments).
 
     A first trace that meets something unsupported is retried once, stopping just before the
     offending instruction of the frame: the graph captured until there is compiled, the
     instruction runs eagerly and a resume function carries on (see :mod:`graphlift.resume`).
-    Where the frame cannot be split there, the whole frame runs eagerly.
+    Where the frame cannot be split there, the whole frame runs eagerly. ``wrappers`` are the
+    interception layer's factories, for the generated code that calls user functions.
     """
     signature = FrameSignature.of(fn.__code__)
     compile_id = state.next_compile_id()
@@ -106,7 +107,7 @@ def convert_frame(fn: types.FunctionType, state: ExtraState, args: tuple,
     if logs.enabled("bytecode"):
         logs.emit("bytecode", f"ORIGINAL BYTECODE {fn.__qualname__} {state.location}\n"
                   f"{bytecode.dump(fn.__code__)}")
-    attempt = _Attempt(fn, state, args, options, signature, compile_id)
+    attempt = _Attempt(fn, state, args, options, wrappers, signature, compile_id)
     try:
         return attempt.compile(break_at=None)
     except Unsupported as error:
@@ -133,8 +134,10 @@ class _Attempt:
     """One trace of the frame, to the end or to a graph break, made into a cache entry."""
 
     def __init__(self, fn: types.FunctionType, state: ExtraState, args: tuple,
-                 options: CompileOptions, signature: FrameSignature, compile_id: str) -> None:
+                 options: CompileOptions, wrappers: FrameWrappers, signature: FrameSignature,
+                 compile_id: str) -> None:
         self.fn, self.state, self.args, self.options = fn, state, args, options
+        self.wrappers = wrappers
         self.signature, self.compile_id = signature, compile_id
         self.guards = GuardBuilder()
 
@@ -142,7 +145,7 @@ class _Attempt:
         fn, state, signature = self.fn, self.state, self.signature
         output = OutputGraph(ShapePolicy(state.shape_memory, self.options.dynamic))
         self.guards = guards = GuardBuilder()
-        codegen = OutputCodegen()
+        codegen = OutputCodegen(self.wrappers)
         start = time.perf_counter()
         grad_mode = torch.is_grad_enabled()
         try:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import linecache
-import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -231,21 +230,12 @@ SIZE_STATIC = DimDynamic.STATIC
 
 
 # -- where a guard came from -------------------------------------------------------------------
-def tracing_location() -> str | None:
-    """``file:line (source text)`` of the user instruction being translated, or None.
+def tracing_location(tx: Any) -> str | None:
+    """``file:line (source text)`` of the user instruction translator ``tx`` is at, or None.
 
-    The ShapeEnv records guards deep inside torch, where no translator is at hand, so the one
-    running is found on the call stack: the innermost frame of ``InstructionTranslator.step``.
+    The ShapeEnv records guards deep inside torch, where no translator is at hand: the output
+    graph keeps the translators running (innermost last) and passes the innermost one here.
     """
-    from graphlift.translator import InstructionTranslator
-
-    step = InstructionTranslator.step.__code__
-    frame = sys._getframe(1)
-    while frame is not None and frame.f_code is not step:
-        frame = frame.f_back
-    if frame is None:
-        return None
-    tx = frame.f_locals.get("self")
     inst = getattr(tx, "inst", None)
     if inst is None:
         return None

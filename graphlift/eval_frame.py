@@ -38,6 +38,7 @@ import torch
 from graphlift import cache, events, logs
 from graphlift.backends import lookup_backend
 from graphlift.cache import CacheEntry, ExtraState
+from graphlift.codegen import FrameWrappers
 from graphlift.config import config
 from graphlift.convert_frame import (
     CompileOptions,
@@ -270,6 +271,13 @@ def make_wrapper(fn: types.FunctionType, options: CompileOptions) -> Callable:
     return wrapper
 
 
+
+# What generated code calls to compile user functions it runs eagerly, and resume functions:
+# passed down to code generation, which sits below this layer.
+WRAPPERS = FrameWrappers(function=compiled_wrapper, module_call=compiled_module_call,
+                         code=make_wrapper)
+
+
 def _safe_name(fn: types.FunctionType) -> str:
     return fn.__name__ if fn.__name__.isidentifier() else "compiled_fn"
 
@@ -340,7 +348,7 @@ def _on_miss(fn: types.FunctionType, state: ExtraState, options: CompileOptions,
         return run_eagerly(*args)
     if not _under_accumulated_limit(fn, state, options, reasons):
         return run_eagerly(*args)
-    entry = convert_frame(fn, state, args, options)
+    entry = convert_frame(fn, state, args, options, WRAPPERS)
     events.on_compile(fn, state, entry, reasons)
     state.push_front(entry)
     _forget_with_modules(state, entry)

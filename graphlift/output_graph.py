@@ -60,6 +60,7 @@ class OutputGraph:
         self.dynamic_tensors: list[tuple[Source, torch.Tensor]] = []  # (source, fake)
         self.marked_dims: list[tuple[Source, int, Any]] = []  # mark_dynamic: (source, dim, symbol)
         self.guard_locations: list[str | None] = []  # where each ShapeEnv guard was recorded
+        self.tracers: list[Any] = []  # the translators running on this graph, innermost last
         self._size_nodes: dict[tuple, torch.fx.Node] = {}  # (tensor node, dim, symbol)
         self.inputs: list[GraphInput] = []
         self._input_by_id: dict[int, GraphInput] = {}
@@ -128,7 +129,8 @@ class OutputGraph:
         """Remember where the trace was when the ShapeEnv recorded its newest guards."""
         new = len(self.shape_env.guards) - len(self.guard_locations)
         if new > 0:
-            self.guard_locations.extend([tracing_location()] * new)
+            tracer = self.tracers[-1] if self.tracers else None
+            self.guard_locations.extend([tracing_location(tracer)] * new)
 
     @property
     def has_symbols(self) -> bool:

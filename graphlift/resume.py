@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dis
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -221,10 +222,13 @@ class ResumePoint:
     its own closure), all with the one resume code object, hence one shared cache.
     """
 
-    def __init__(self, code: types.CodeType, key: ResumeKey, options: object) -> None:
+    def __init__(self, code: types.CodeType, key: ResumeKey, options: object,
+                 make_wrapper: Callable[[types.FunctionType, object], Callable]) -> None:
         self.code = make_resume_code(code, key)
         self.key = key
         self.options = options
+        # eval_frame's wrapper factory, passed down: the interception layer sits above this one.
+        self.make_wrapper = make_wrapper
 
     def __call__(self, fn: types.FunctionType, *args: object) -> object:
         # The wrapper lives on the function itself: a table here would hold the function's
@@ -234,9 +238,8 @@ class ResumePoint:
             wrappers = fn.__dict__[RESUME_ATTR] = {}
         wrapper = wrappers.get(self)
         if wrapper is None:
-            from graphlift.eval_frame import make_wrapper
-
-            wrapper = wrappers[self] = make_wrapper(resume_function(fn, self.code), self.options)
+            function = resume_function(fn, self.code)
+            wrapper = wrappers[self] = self.make_wrapper(function, self.options)
         return wrapper(*args)
 
 
@@ -286,133 +289,3 @@ SPLITTABLE = frozenset({
     "JUMP_IF_TRUE_OR_POP",  # `a or b` / `a and b` on a tensor's value
     "JUMP_IF_FALSE_OR_POP",
 })
-
-
-class BreakTail:
-    """Writes the run function's statements after the graph at a graph break.
-
-    Every value the tail passes on is computed (hoisted into a temporary) before the side-effect
-    ledger writes anything back, because it may be the old value of something the frame
-    overwrote. Then come the eager instruction and the call to the resume function.
-    """
-
-    def __init__(self, tracer: object, codegen: object, state: object, options: object) -> None:
-        self.tracer, self.codegen, self.state, self.options = tracer, codegen, state, options
-        self.break_state = tracer.break_state
-        instructions = bytecode.decode(tracer.code)
-        inst = self.break_state.inst
-        self.following = instructions[instructions.index(inst) + 1].offset
-
-    def statements(self) -> list[str]:
-        opname = self.break_state.inst.opname
-        if opname == "CALL":
-            return self._call()
-        if opname == "CALL_FUNCTION_EX":
-            return self._call_ex()
-        return self._branch()
-
-    def _call(self) -> list[str]:
-        from graphlift.variables.base import NullVariable
-
-        inst, stack = self.break_state.inst, self.break_state.stack
-        below, (first, second, *args) = stack[:-inst.arg - 2], stack[-inst.arg - 2:]
-        fn, args = (second, args) if isinstance(first, NullVariable) else (first, [second, *args])
-        names = self.break_state.kw_names
-        kwargs = dict(zip(names, args[len(args) - len(names):])) if names else {}
-        args = args[:len(args) - len(names)]
-        call = self.codegen.eager_call(fn, args, kwargs, self.options)
-        return self._guarded_call(call, below)
-
-    def _call_ex(self) -> list[str]:
-        from graphlift.variables.base import NullVariable
-
-        inst, stack = self.break_state.inst, list(self.break_state.stack)
-        kwargs = stack.pop() if inst.arg & 1 else None
-        args, fn = stack.pop(), stack.pop()
-        if stack and isinstance(stack[-1], NullVariable):
-            stack.pop()
-        parts = [f"*{self.codegen.hoist(args.reconstruct(self.codegen))}"]
-        if kwargs is not None:
-            parts.append(f"**{self.codegen.hoist(kwargs.reconstruct(self.codegen))}")
-        call = f"{self.codegen.callable_expr(fn, self.options)}({', '.join(parts)})"
-        return self._guarded_call(call, stack)
-
-    def _guarded_call(self, call: str, below: list) -> list[str]:
-        """The eager call; inside a grad-mode with block an exception restores the mode."""
-        resume = self._resume_call(self.following, below, "__gl_r")
-        previous = _outer_grad_mode(below)
-        if previous is None:
-            return [f"__gl_r = {call}", f"return {resume}"]
-        return ["try:", f"    __gl_r = {call}", "except BaseException:",
-                f"    {self.codegen.constant(torch._C._set_grad_enabled)}({previous})",
-                "    raise", f"return {resume}"]
-
-    def _branch(self) -> list[str]:
-        inst, stack = self.break_state.inst, self.break_state.stack
-        condition, below = stack[-1], stack[:-1]
-        jump_when = "IF_TRUE" in inst.opname
-        keeps_value = inst.opname.endswith("_OR_POP")  # the value stays when the jump is taken
-        taken = self._resume_call(inst.argval, stack if keeps_value else below, None)
-        not_taken = self._resume_call(self.following, below, None)
-        test = self.codegen.hoist(condition.reconstruct(self.codegen))
-        lines = [f"if {'' if jump_when else 'not '}{test}:", f"    return {taken}",
-                 f"return {not_taken}"]
-        previous = _outer_grad_mode(below)
-        if previous is None:
-            return lines
-        # bool(tensor) can raise (more than one element): leave the with block's mode behind.
-        setter = self.codegen.constant(torch._C._set_grad_enabled)
-        return ["try:", f"    __gl_b = bool({test})", "except BaseException:",
-                f"    {setter}({previous})", "    raise",
-                f"if {'' if jump_when else 'not '}__gl_b:", f"    return {taken}",
-                f"return {not_taken}"]
-
-    def _resume_call(self, offset: int, below: list, result: str | None) -> str:
-        """``__gl_resume(__gl_fn, <every local>, <stack values>, <local cells>)``."""
-        from graphlift.sources import FN_NAME
-        from graphlift.variables.base import NullVariable
-
-        tracer, codegen = self.tracer, self.codegen
-        nulls = [isinstance(item, NullVariable) for item in below]
-        if result is not None:
-            nulls.append(False)
-        unbound = frozenset(name for name in tracer.code.co_varnames
-                            if self._local_expr(name) is None)
-        key = ResumeKey(offset, tuple(nulls), unbound)
-        point = self.state.resume_point(tracer.code, key, self.options)
-        values = [self._local_expr(name) or "None" for name in tracer.code.co_varnames]
-        values += [codegen.hoist(item.reconstruct(codegen)) for item in below
-                   if not isinstance(item, NullVariable)]
-        if result is not None:
-            values.append(result)
-        values += [self._cell_expr(name) or "None" for name in local_cells(tracer.code)]
-        return f"{codegen.constant(point)}({FN_NAME}, {', '.join(values)})"
-
-    def _cell_expr(self, name: str) -> str | None:
-        """A cell's contents at the break (None while unassigned)."""
-        cell = self.tracer.cells.get(name)
-        if cell is None or cell.contents is None:
-            return None
-        return self.codegen.hoist(cell.contents.reconstruct(self.codegen))
-
-    def _local_expr(self, name: str) -> str | None:
-        """A local's value at the break: tracked, an argument never read, or unbound (None)."""
-        tracer = self.tracer
-        if name in tracer.code.co_cellvars and name in tracer.cells:
-            return self._cell_expr(name)  # an argument captured by an inner function
-        if name in self.break_state.symbolic_locals:
-            value = self.break_state.symbolic_locals[name]
-            return self.codegen.hoist(value.reconstruct(self.codegen))
-        if name in tracer.unread_arguments:
-            return name  # the run function's own parameter of that name
-        return None
-
-
-def _outer_grad_mode(stack: list) -> bool | None:
-    """The grad mode before the outermost grad-mode with block open at the break, if any."""
-    from graphlift.variables.exceptions import ContextMethodVariable, GradModeVariable
-
-    for item in stack:
-        if isinstance(item, ContextMethodVariable) and isinstance(item.manager, GradModeVariable):
-            return bool(item.manager.previous)
-    return None

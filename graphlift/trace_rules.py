@@ -39,6 +39,35 @@ import torch
 
 from graphlift.config import config
 from graphlift.exc import Unsupported
+from graphlift.polyfills import call_original, polyfill_for
+
+# -- what the variables layer models (read by the rules below) ------------------------------
+# Builtins that may be called for real when every argument is a constant.
+PURE_BUILTINS = frozenset({
+    abs, all, any, bool, callable, chr, divmod, float, format, hash, hex, int, len, max, min,
+    oct, ord, pow, repr, round, sorted, str, sum, tuple, range, slice, complex, bin, isinstance,
+    issubclass, type, list, reversed, zip, enumerate,
+})
+
+# Builtin classes whose class methods and unbound methods fold on constant arguments.
+CONSTANT_CLASSES = frozenset({dict, str, int, float, bytes, tuple, frozenset, complex, bool})
+
+# Torch functions that read or change process state: graph break, never a graph node.
+STATEFUL_TORCH_FUNCTIONS = {
+    torch.manual_seed: "changes the global RNG state",
+    torch.seed: "changes the global RNG state",
+    torch.set_grad_enabled: "changes grad mode (as a call; use it as a with block)",
+    torch.set_default_dtype: "changes the default dtype",
+    torch.set_printoptions: "changes print options",
+    torch.save: "does I/O",
+    torch.load: "does I/O",
+}
+
+# Builtins with a handler in variables/builtins.py, and classes that ClassVariable constructs
+# natively (objects.CONSTRUCTORS): filled by those modules at import, because they sit above
+# the rules and tell them what they model.
+MODELLED_BUILTINS: set[Any] = set()
+MODELLED_CLASSES: set[type] = set()
 
 
 class Kind(enum.Enum):
@@ -247,9 +276,6 @@ def _override(fn: Any) -> Decision | None:
 
 def _by_object(fn: Any) -> Decision | None:
     """Rules that recognise the object itself (before its module is considered)."""
-    from graphlift.polyfills import call_original, polyfill_for
-    from graphlift.variables.builtins import CONSTANT_CLASSES
-    from graphlift.variables.tensor import STATEFUL_TORCH_FUNCTIONS
 
     polyfill = polyfill_for(fn) if config.use_polyfills else None
     if _hashable(fn) and fn in IO_BUILTINS:
@@ -360,9 +386,7 @@ def module_of(fn: Any) -> str | None:
 def is_modelled_class(cls: type) -> bool:
     """Classes that ClassVariable constructs natively (objects.CONSTRUCTORS, exceptions,
     named tuples)."""
-    from graphlift.variables.objects import CONSTRUCTORS
-
-    return cls in CONSTRUCTORS or issubclass(cls, BaseException) or \
+    return cls in MODELLED_CLASSES or issubclass(cls, BaseException) or \
         (issubclass(cls, tuple) and hasattr(cls, "_fields"))
 
 
@@ -378,16 +402,12 @@ def is_overridden(fn: Any) -> bool:
 
 def is_modelled_builtin(fn: Any) -> bool:
     """Whether variables/builtins.py has a handler, folds it, or models the type."""
-    from graphlift.variables.builtins import PURE_BUILTINS
-
     return isinstance(fn, type) or is_handled_builtin(fn) or fn in PURE_BUILTINS
 
 
 def is_handled_builtin(fn: Any) -> bool:
     """Whether variables/builtins.py has a handler for ``fn`` (object.__setattr__ included)."""
-    from graphlift.variables.builtins import BUILTIN_HANDLERS
-
-    return _hashable(fn) and fn in BUILTIN_HANDLERS
+    return _hashable(fn) and fn in MODELLED_BUILTINS
 
 
 # -- overrides -----------------------------------------------------------------------------------
@@ -396,6 +416,12 @@ def register_allowed(fn: Callable, fake: Callable | None) -> None:
     _allowed[id(fn)] = fn
     if fake is not None:
         _fakes[id(fn)] = fake
+
+
+def is_torch_module(module: types.ModuleType) -> bool:
+    """torch and its submodules: namespaces trusted not to be monkey-patched between calls."""
+    name = module.__name__
+    return name == "torch" or name.startswith("torch.")
 
 
 def is_trusted_globals(globals_dict: dict[str, Any]) -> bool:

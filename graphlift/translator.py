@@ -27,9 +27,20 @@ from graphlift.graph_break import default_hints
 from graphlift.guards import GuardBuilder
 from graphlift.output_graph import OutputGraph
 from graphlift.sources import ClosureSource, GlobalSource, ItemSource, LocalSource, Source
-from graphlift.variables.base import NullVariable, VariableTracker
+from graphlift.variables.base import (
+    NullVariable,
+    TracedException,
+    VariableTracker,
+    lookup_class_attr,
+    raise_real,
+)
 from graphlift.variables.builder import VariableBuilder, wrap_unguarded
 from graphlift.variables.builtins import isinstance_of
+from graphlift.variables.callables import (
+    AllowedFunctionVariable,
+    PolyfillVariable,
+    SkippedFunctionVariable,
+)
 from graphlift.variables.constant import ConstantVariable, wrap_constant
 from graphlift.variables.containers import (
     BaseListVariable,
@@ -38,7 +49,7 @@ from graphlift.variables.containers import (
     SetVariable,
     TupleVariable,
 )
-from graphlift.variables.exceptions import ExceptionVariable, TracedException, raise_real
+from graphlift.variables.exceptions import ExceptionVariable
 from graphlift.variables.functions import (
     BaseUserFunctionVariable,
     CellVariable,
@@ -46,15 +57,16 @@ from graphlift.variables.functions import (
     UserFunctionVariable,
     bind_arguments,
 )
+from graphlift.variables.iterators import IteratorVariable
 from graphlift.variables.nn_module import NNModuleVariable
-from graphlift.variables.objects import ClassVariable, UserObjectVariable, lookup_class_attr
+from graphlift.variables.objects import ClassVariable, UserObjectVariable, bind_class_attr
 from graphlift.variables.symbolic import (
     SliceVariable,
     SymNodeVariable,
     has_symbol,
     symbolic_operands,
 )
-from graphlift.variables.tensor import TensorVariable, call_torch
+from graphlift.variables.tensor import TensorVariable, call_torch, to_fake
 
 # BINARY_OP's argument indexes this table (CPython's NB_* order); in-place forms follow.
 BINARY_OPS = (
@@ -93,29 +105,6 @@ MAX_INLINE_DEPTH = 48
 
 class TranslationError(GraphliftError):
     """graphlift itself failed while translating; the original error is chained."""
-
-
-class IteratorVariable(VariableTracker):
-    """An iterator over items known while tracing (GET_ITER over a range, list, tensor...)."""
-
-    def __init__(self, items: list[VariableTracker],
-                 returned: VariableTracker | None = None) -> None:
-        super().__init__()
-        self.items = items
-        self.index = 0
-        self.returned = returned  # a generator's return value (``r = yield from gen()``)
-
-    def next_item(self) -> VariableTracker | None:
-        if self.index >= len(self.items):
-            return None
-        self.index += 1
-        return self.items[self.index - 1]
-
-    def unpack(self, tx) -> list[VariableTracker]:
-        rest = self.items[self.index:]
-        self.index = len(self.items)
-        return rest
-
 
 
 @dataclass
@@ -182,17 +171,36 @@ class InstructionTranslator:
             return IteratorVariable(inliner.yielded, returned=result)
         return result
 
+    # -- what trackers ask of the translator (variables get it as ``tx``, never import it) ------
+    def wrap_unguarded(self, value: Any) -> VariableTracker:
+        """A tracker for a value reached through something already guarded."""
+        return wrap_unguarded(self, value)
+
+    def bind_class_attr(self, obj: VariableTracker, cls: type, name: str, attr: Any,
+                        attr_source: Source | None) -> VariableTracker:
+        """What ``obj.name`` gives for the class attribute ``attr`` (methods bind)."""
+        return bind_class_attr(self, obj, cls, name, attr, attr_source)
+
+    def sandbox_outputs(self, fn: types.FunctionType, args: list[VariableTracker],
+                        kwargs: dict[str, VariableTracker]) -> Any:
+        """The fake outputs of ``fn(*args, **kwargs)`` traced into a throwaway graph."""
+        return sandbox_outputs(self, fn, args, kwargs)
+
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> VariableTracker | None:
         """Trace to the return (its tracker) or to ``break_at`` (None; see ``break_state``)."""
-        while self.return_value is None:
-            if self.ip < len(self.instructions) and \
-                    self.instructions[self.ip].offset == self.break_at:
-                self.break_state = BreakState(self.instructions[self.ip], list(self.stack),
-                                              dict(self.symbolic_locals), self.kw_names)
-                return None
-            self.step()
-        return self.return_value
+        self.output.tracers.append(self)  # where guards recorded inside torch come from
+        try:
+            while self.return_value is None:
+                if self.ip < len(self.instructions) and \
+                        self.instructions[self.ip].offset == self.break_at:
+                    self.break_state = BreakState(self.instructions[self.ip], list(self.stack),
+                                                  dict(self.symbolic_locals), self.kw_names)
+                    return None
+                self.step()
+            return self.return_value
+        finally:
+            self.output.tracers.pop()
 
     def step(self) -> None:
         inst = self.instructions[self.ip]
@@ -251,13 +259,15 @@ class InstructionTranslator:
         if entry is None:
             if isinstance(self, InliningTranslator):
                 raise error
-            real = error.exception.as_real()
+            real = error.real if error.exception is None else error.exception.as_real()
             raise self._located(Unsupported(
                 f"the frame raises {type(real).__name__}: {real}", break_type="user_exception",
                 hints=("eager execution raises it, with the original traceback",)))
         del self.stack[entry.depth:]
         if entry.lasti:
             self.push(ConstantVariable(inst.offset))
+        if error.exception is None:  # raised by folding: its tracker is made here, once
+            error.exception = ExceptionVariable.from_real(error.real)
         self.push(error.exception)
         self.ip = self.index_of_offset[entry.target]
 
@@ -930,6 +940,47 @@ class InliningTranslator(InstructionTranslator):
 
     def root(self) -> InstructionTranslator:
         return self.parent.root() if isinstance(self.parent, InliningTranslator) else self.parent
+
+
+def sandbox_outputs(tx: InstructionTranslator, fn: types.FunctionType,
+                    args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> Any:
+    """The fake outputs of ``fn(*args, **kwargs)`` by tracing it into a throwaway graph.
+
+    The sandbox has its own graph, guards and side-effect ledger and shares only the fake mode,
+    so nothing it does reaches the real trace. Returns None when it cannot follow ``fn``.
+    """
+    scratch = OutputGraph()
+    scratch.fake_mode = tx.output.fake_mode
+    try:
+        tracer = InstructionTranslator(fn, {}, scratch, GuardBuilder())
+        callee = UserFunctionVariable(fn)
+        bound = bind_arguments(fn.__code__, [_rebind(scratch, a) for a in args],
+                               {k: _rebind(scratch, v) for k, v in kwargs.items()},
+                               callee.defaults(tracer), callee.kwdefaults(tracer))
+        tracer.symbolic_locals.update(bound)
+        return to_fake(tracer.run())
+    except GraphliftError:
+        return None
+
+
+def _rebind(scratch: Any, value: VariableTracker) -> VariableTracker:
+    """``value`` for the sandbox: tensors become placeholders of the scratch graph."""
+    if isinstance(value, TensorVariable):
+        node = scratch.graph.placeholder(f"arg{len(scratch.graph.nodes)}")
+        node.meta.update(value.node.meta)
+        return TensorVariable(node, value.fake)
+    if type(value) is TupleVariable:
+        return TupleVariable([_rebind(scratch, v) for v in value.items],
+                             tuple_class=value.tuple_class)
+    if type(value) is ListVariable:
+        return ListVariable([_rebind(scratch, v) for v in value.items])
+    if type(value) is DictVariable:
+        return DictVariable({k: _rebind(scratch, v) for k, v in value.items.items()})
+    if value.is_constant() or value.source is not None or \
+            isinstance(value, (SkippedFunctionVariable, PolyfillVariable,
+                               AllowedFunctionVariable)):
+        return value  # holds no node of the real graph
+    raise GraphliftError(f"the sandbox cannot take {value!r}")
 
 
 def fold_operator(op: Any, *values: Any) -> VariableTracker:

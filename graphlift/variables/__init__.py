@@ -1,15 +1,23 @@
 """VariableTrackers: symbolic stand-ins for the values a traced frame manipulates.
 
-- ``base``: the VariableTracker interface and NULL.
-- ``constant``: Python constants, folded while tracing.
-- ``tensor``: tensors and torch callables; every tensor operation goes through ``call_torch``.
-- ``containers``: tuples, lists and dicts of trackers.
+One kind per module, listed in import order (a module imports only kinds listed before it; the
+translator reaches every kind, and a kind needing the translator gets it as ``tx``):
+
+- ``base``: the VariableTracker interface, NULL, ``TracedException`` / ``raise_real`` (a traced
+  program raising) and ``lookup_class_attr``.
+- ``constant``: Python constants, folded while tracing (``wrap_constant``; containers register how
+  constant tuples, lists, dicts and sets become trackers of their items).
+- ``iterators``: iterators over known items, and lazy stand-ins (``itertools.count``).
+- ``containers``: tuples, lists, sets and dicts of trackers.
+- ``exceptions``: exception objects; ``context``: grad-mode and autocast ``with`` blocks.
+- ``symbolic``: SymInts and sizes; ``tensor``: tensors and torch callables (``call_torch``).
+- ``functions``: user functions, closures, methods; ``objects``: modules, classes, user objects.
 - ``builtins``: Python builtins, as a table of handlers.
+- ``collections``: ``deque``, ``OrderedDict`` and ``defaultdict`` (their constructors are rows of
+  ``objects.CONSTRUCTORS``, registered from here).
 - ``callables``: the trace rules' decisions as trackers (skipped, polyfilled, allow_in_graph).
-- ``collections``: ``deque``, ``OrderedDict`` and ``defaultdict``; ``iterators``: lazy iterators.
-- ``objects``: modules, classes, user objects and user functions.
 - ``nn_module``: ``nn.Module`` instances, pinned by identity; calls inline ``forward``.
-- ``builder``: wrapping real input values, with their guards.
+- ``builder``: wrapping real input values, with their guards (the one module knowing every kind).
 """
 
 from graphlift.variables.base import NullVariable, VariableTracker

@@ -19,6 +19,9 @@ class VariableTracker:
     which makes the frame fall back to eager with that reason.
     """
 
+    # True on trackers of functions, methods and classes: ``callable()`` of them is True.
+    callable_kind = False
+
     def __init__(self, source: Source | None = None) -> None:
         self.source = source
 
@@ -74,3 +77,42 @@ class NullVariable(VariableTracker):
 
     def describe(self) -> str:
         return "NULL"
+
+
+class TracedException(Exception):
+    """Raised inside the translator when the traced program raises; unwinds via the table.
+
+    It carries the exception's tracker, or the real exception that folding a constant operation
+    raised: the translator that catches it makes its tracker (trackers of exceptions build on the
+    containers, which raise through here, so this module cannot make them).
+    """
+
+    def __init__(self, exception: VariableTracker | None = None,
+                 real: BaseException | None = None) -> None:
+        super().__init__(exception.describe() if exception is not None else repr(real))
+        self.exception = exception
+        self.real = real
+
+    @property
+    def cls(self) -> type:
+        """The class of the exception raised."""
+        return self.exception.cls if self.exception is not None else type(self.real)
+
+
+def raise_real(error: BaseException) -> TracedException:
+    """A traced version of an exception that folding a constant operation raised for real."""
+    return TracedException(real=error)
+
+
+MISSING = object()  # lookup_class_attr: the class has no such attribute
+
+
+def lookup_class_attr(cls: type, name: str, start_after: type | None = None) -> Any:
+    """``name`` in the MRO of ``cls`` without invoking descriptors (after ``start_after``)."""
+    mro = cls.__mro__
+    if start_after is not None:
+        mro = mro[mro.index(start_after) + 1:]
+    for klass in mro:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return MISSING

@@ -35,7 +35,7 @@ from graphlift.variables.constant import (
     wrap_constant,
 )
 from graphlift.variables.containers import DictVariable, ListVariable, TupleVariable
-from graphlift.variables.exceptions import ContextMethodVariable, GradModeVariable
+from graphlift.variables.context import ContextMethodVariable, GradModeVariable
 from graphlift.variables.nn_module import NNModuleVariable, wrap_module
 from graphlift.variables.objects import PythonModuleVariable, UserObjectVariable
 from graphlift.variables.symbolic import wrap_int_input
@@ -43,11 +43,6 @@ from graphlift.variables.tensor import TensorMethodVariable, TensorVariable
 
 if TYPE_CHECKING:
     from graphlift.translator import InstructionTranslator
-
-def is_torch_module(module: types.ModuleType) -> bool:
-    name = module.__name__
-    return name == "torch" or name.startswith("torch.")
-
 
 class VariableBuilder:
     """Wraps values read from the frame's inputs, guarding what the trace relies on."""

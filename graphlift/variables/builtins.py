@@ -1,7 +1,8 @@
 """Python builtins while tracing: a table of handlers, one row per builtin, and constant folding.
 
 A builtin whose arguments are all constants and that has no side effects is folded by calling it
-for real (``PURE_BUILTINS``). The handlers cover the cases where an argument is symbolic.
+for real (``trace_rules.PURE_BUILTINS``). The handlers cover the cases where an argument is
+symbolic.
 """
 
 from __future__ import annotations
@@ -17,28 +18,29 @@ from graphlift import trace_rules
 from graphlift.config import config
 from graphlift.exc import Unsupported
 from graphlift.polyfills import polyfill_for
-from graphlift.variables.base import VariableTracker
+from graphlift.sources import LocalSource
+from graphlift.variables.base import TracedException, VariableTracker, lookup_class_attr, raise_real
 from graphlift.variables.constant import ConstantVariable, wrap_constant
-from graphlift.variables.containers import ListVariable, TupleVariable
+from graphlift.variables.containers import (
+    DictVariable,
+    ListVariable,
+    SetVariable,
+    TupleVariable,
+    sort_trackers,
+)
+from graphlift.variables.exceptions import ExceptionVariable
+from graphlift.variables.functions import UserFunctionVariable
+from graphlift.variables.iterators import IteratorVariable, LazyIteratorVariable
+from graphlift.variables.objects import ClassVariable, SuperVariable, UserObjectVariable
 from graphlift.variables.symbolic import int_of, size_variable
 from graphlift.variables.tensor import TensorVariable, call_torch
 
 if TYPE_CHECKING:
     from graphlift.translator import InstructionTranslator
 
-# Builtins that may be called for real when every argument is a constant.
-PURE_BUILTINS = frozenset({
-    abs, all, any, bool, callable, chr, divmod, float, format, hash, hex, int, len, max, min,
-    oct, ord, pow, repr, round, sorted, str, sum, tuple, range, slice, complex, bin, isinstance,
-    issubclass, type, list, reversed, zip, enumerate,
-})
 
 
 def _len(tx, args, kwargs):
-    from graphlift.translator import IteratorVariable
-    from graphlift.variables.exceptions import raise_real
-    from graphlift.variables.objects import UserObjectVariable
-
     (obj,) = args
     if isinstance(obj, UserObjectVariable):
         return obj.var_getattr(tx, "__len__").call(tx, [], {})
@@ -66,8 +68,6 @@ def isinstance_of(cls: type, classes: Any) -> bool:
 
 
 def _type(tx, args, kwargs):
-    from graphlift.variables.objects import ClassVariable
-
     (obj,) = args
     cls = obj.python_type()
     # A builtin class stays callable through the builtin handlers: type([])((1, 2)) works.
@@ -103,8 +103,6 @@ def _getattr(tx, args, kwargs):
 
 
 def _hasattr(tx, args, kwargs):
-    from graphlift.variables.exceptions import TracedException
-
     obj, name = args[0], args[1].as_constant()
     if isinstance(obj, TensorVariable):
         return ConstantVariable(hasattr(torch.Tensor, name) or name in ("shape", "dtype"))
@@ -113,7 +111,7 @@ def _hasattr(tx, args, kwargs):
     try:
         obj.var_getattr(tx, name)
     except TracedException as error:
-        if issubclass(error.exception.cls, AttributeError):
+        if issubclass(error.cls, AttributeError):
             return ConstantVariable(False)
         raise
     except Unsupported as error:
@@ -124,8 +122,6 @@ def _hasattr(tx, args, kwargs):
 
 
 def _setattr(tx, args, kwargs):
-    from graphlift.variables.objects import UserObjectVariable
-
     obj, name, value = args[0], args[1].as_constant(), args[2]
     if not isinstance(obj, UserObjectVariable):
         raise Unsupported(f"setattr on {obj!r}", break_type="side_effect")
@@ -134,8 +130,6 @@ def _setattr(tx, args, kwargs):
 
 
 def _super(tx, args, kwargs):
-    from graphlift.variables.objects import SuperVariable
-
     if args:
         return SuperVariable(args[0].as_constant(), args[1])
     if "__class__" not in tx.cells or not tx.code.co_argcount:
@@ -147,8 +141,6 @@ def _super(tx, args, kwargs):
     else:
         if first not in tx.symbolic_locals and first in tx.unread_arguments:
             # super() before the method read self: wrap it as LOAD_FAST would.
-            from graphlift.sources import LocalSource
-
             value = tx.unread_arguments.pop(first)
             tx.symbolic_locals[first] = tx.builder.wrap(value, LocalSource(first))
         obj = tx.symbolic_locals[first]
@@ -160,8 +152,6 @@ def _items(tx, value: VariableTracker) -> list[VariableTracker]:
 
 
 def _iterator(items: list[VariableTracker]) -> VariableTracker:
-    from graphlift.translator import IteratorVariable
-
     return IteratorVariable(items)
 
 
@@ -184,9 +174,6 @@ def _reversed(tx, args, kwargs):
 
 
 def _iter(tx, args, kwargs):
-    from graphlift.translator import IteratorVariable
-    from graphlift.variables.objects import UserObjectVariable, lookup_class_attr
-
     if len(args) != 1:
         raise Unsupported("iter() with a sentinel")
     value = args[0]
@@ -204,8 +191,6 @@ def _iter(tx, args, kwargs):
 
 
 def _next(tx, args, kwargs):
-    from graphlift.translator import IteratorVariable
-
     iterator = args[0]
     if not isinstance(iterator, IteratorVariable):
         raise Unsupported(f"next() on {iterator!r}")
@@ -214,8 +199,6 @@ def _next(tx, args, kwargs):
         return item
     if len(args) > 1:
         return args[1]
-    from graphlift.variables.exceptions import ExceptionVariable, TracedException
-
     raise TracedException(ExceptionVariable(StopIteration, []))
 
 
@@ -267,34 +250,9 @@ def _sorted(tx, args, kwargs):
     return ListVariable(sort_trackers(tx, _items(tx, args[0]), kwargs))
 
 
-def sort_trackers(tx, items: list[VariableTracker], kwargs) -> list[VariableTracker]:
-    """Stable sort of trackers by constant values or by a key function giving constants."""
-    key = kwargs.get("key")
-    reverse = kwargs.get("reverse", ConstantVariable(False)).as_constant()
-    if key is None or (key.is_constant() and key.as_constant() is None):
-        if not all(i.is_constant() for i in items):
-            raise Unsupported("sorted() of values that are not constants")
-        order = sorted(range(len(items)), key=lambda i: items[i].as_constant(), reverse=reverse)
-    else:
-        keys = [key.call(tx, [i], {}).as_constant() for i in items]
-        order = sorted(range(len(items)), key=lambda i: keys[i], reverse=reverse)
-    return [items[i] for i in order]
-
-
 def _callable(tx, args, kwargs):
-    from graphlift.variables.callables import (
-        AllowedFunctionVariable,
-        PolyfillVariable,
-        SkippedFunctionVariable,
-    )
-    from graphlift.variables.functions import BaseUserFunctionVariable, UserMethodVariable
-    from graphlift.variables.objects import ClassVariable, UserObjectVariable, lookup_class_attr
-    from graphlift.variables.tensor import TorchCallableVariable
-
     value = args[0]
-    if isinstance(value, (BaseUserFunctionVariable, UserMethodVariable, BuiltinVariable,
-                          ClassVariable, TorchCallableVariable, SkippedFunctionVariable,
-                          PolyfillVariable, AllowedFunctionVariable)):
+    if value.callable_kind:
         return ConstantVariable(True)
     if isinstance(value, UserObjectVariable):
         return ConstantVariable(lookup_class_attr(value.cls, "__call__") is not None and
@@ -305,8 +263,6 @@ def _callable(tx, args, kwargs):
 
 
 def _dict(tx, args, kwargs):
-    from graphlift.variables.containers import DictVariable
-
     items: dict[Any, VariableTracker] = {}
     if args:
         source = args[0]
@@ -322,16 +278,12 @@ def _dict(tx, args, kwargs):
 
 def _set(frozen: bool) -> Callable:
     def handler(tx, args, kwargs):
-        from graphlift.variables.containers import SetVariable
-
         return SetVariable(_items(tx, args[0]) if args else [], frozen=frozen)
 
     return handler
 
 
 def _str(tx, args, kwargs):
-    from graphlift.variables.exceptions import ExceptionVariable
-
     if len(args) == 1 and isinstance(args[0], ExceptionVariable):
         return ConstantVariable(str(args[0].as_real()))
     return fold(str, args, kwargs)
@@ -376,9 +328,6 @@ BUILTIN_HANDLERS: dict[Any, Callable] = {
 def _steps_through(value: VariableTracker) -> bool:
     """An iterable the handlers cannot materialise: a lazy iterator (it may never end) or an
     object of a user class with ``__iter__``. Only Python's protocol, item by item, follows it."""
-    from graphlift.variables.iterators import LazyIteratorVariable
-    from graphlift.variables.objects import UserObjectVariable, lookup_class_attr
-
     return isinstance(value, LazyIteratorVariable) or (
         isinstance(value, UserObjectVariable) and
         callable(lookup_class_attr(value.cls, "__iter__")))
@@ -405,8 +354,6 @@ USE_POLYFILL_WHEN: dict[Any, Callable[[list, dict], bool]] = {
 }
 
 
-# Builtin classes whose class methods and unbound methods fold on constant arguments.
-CONSTANT_CLASSES = frozenset({dict, str, int, float, bytes, tuple, frozenset, complex, bool})
 
 # C functions of pure modules: folded on constants; operator's functions also work on tensors.
 PURE_MODULES = frozenset({"math", "cmath", "operator", "_operator"})
@@ -421,8 +368,6 @@ def fold(fn: Callable, args: list[VariableTracker], kwargs: dict[str, VariableTr
         result = fn(*(a.as_constant() for a in args),
                     **{k: v.as_constant() for k, v in kwargs.items()})
     except Exception as error:
-        from graphlift.variables.exceptions import raise_real
-
         raise raise_real(error) from error  # int("a") raises ValueError inside the trace
     if isinstance(result, (zip, enumerate, reversed, type(iter([])))):
         result = tuple(result)
@@ -431,6 +376,8 @@ def fold(fn: Callable, args: list[VariableTracker], kwargs: dict[str, VariableTr
 
 class BuiltinVariable(VariableTracker):
     """A Python builtin function or type."""
+
+    callable_kind = True
 
     def __init__(self, fn: Any, source=None) -> None:
         super().__init__(source)
@@ -461,14 +408,10 @@ class BuiltinVariable(VariableTracker):
 
     def call(self, tx: InstructionTranslator, args, kwargs):
         if isinstance(self.fn, type) and issubclass(self.fn, BaseException):
-            from graphlift.variables.exceptions import ExceptionVariable
-
             return ExceptionVariable(self.fn, args)
         handler = BUILTIN_HANDLERS.get(self.fn)
         use_polyfill = USE_POLYFILL_WHEN.get(self.fn)
         if use_polyfill is not None and config.use_polyfills and use_polyfill(args, kwargs):
-            from graphlift.variables.functions import UserFunctionVariable
-
             return UserFunctionVariable(polyfill_for(self.fn)).call(tx, args, kwargs)
         if handler is not None:
             try:
@@ -476,7 +419,8 @@ class BuiltinVariable(VariableTracker):
             except (TypeError, ValueError) as error:
                 raise Unsupported(f"{self.fn.__name__}() raised {type(error).__name__}: {error}",
                                   break_type="user_exception") from error
-        if self.fn in PURE_BUILTINS or getattr(self.fn, "__self__", None) in CONSTANT_CLASSES:
+        owner = getattr(self.fn, "__self__", None)
+        if self.fn in trace_rules.PURE_BUILTINS or owner in trace_rules.CONSTANT_CLASSES:
             return fold(self.fn, args, kwargs)  # dict.fromkeys, str.join, int.from_bytes...
         module = getattr(self.fn, "__module__", None)
         if module in PURE_MODULES:
@@ -487,3 +431,7 @@ class BuiltinVariable(VariableTracker):
 
     def reconstruct(self, codegen) -> str:
         return codegen.constant(self.fn)
+
+
+# The rules ask which builtins have a handler here (BUILTIN decisions).
+trace_rules.MODELLED_BUILTINS.update(BUILTIN_HANDLERS)

@@ -20,13 +20,16 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from graphlift import trace_rules
-from graphlift.exc import GraphliftError, Unsupported
+from graphlift.exc import Unsupported
 from graphlift.sources import AttrSource, Source
 from graphlift.trace_rules import Decision, Kind
-from graphlift.variables.base import VariableTracker
+from graphlift.variables.base import VariableTracker, lookup_class_attr, raise_real
+from graphlift.variables.builtins import BuiltinVariable
 from graphlift.variables.constant import wrap_constant
-from graphlift.variables.containers import DictVariable, ListVariable, TupleVariable
-from graphlift.variables.objects import UserObjectVariable, bind_class_attr, lookup_class_attr
+from graphlift.variables.functions import UserFunctionVariable, UserMethodVariable
+from graphlift.variables.iterators import LazyIteratorVariable
+from graphlift.variables.objects import ClassVariable, UserObjectVariable, bind_class_attr
+from graphlift.variables.tensor import TorchCallableVariable, call_torch
 
 if TYPE_CHECKING:
     from graphlift.codegen import OutputCodegen
@@ -48,11 +51,6 @@ def is_classified_callable(value: Any) -> bool:
 def wrap_callable(tx: InstructionTranslator, value: Any,
                   source: Source | None = None) -> VariableTracker:
     """The tracker for a callable, as the trace rules decide. The caller installs its guard."""
-    from graphlift.variables.builtins import BuiltinVariable
-    from graphlift.variables.functions import UserFunctionVariable, UserMethodVariable
-    from graphlift.variables.objects import ClassVariable
-    from graphlift.variables.tensor import TorchCallableVariable
-
     decision = trace_rules.lookup(value)
     kind = decision.kind
     if kind is Kind.POLYFILL:
@@ -80,15 +78,15 @@ def wrap_callable(tx: InstructionTranslator, value: Any,
 def _wrap_part(tx: InstructionTranslator, value: Any, source: Source | None,
                attr: str) -> VariableTracker:
     """A part of a callable (a bound method's function or object), guarded through its source."""
-    from graphlift.variables.builder import wrap_unguarded
-
     if source is None:
-        return wrap_unguarded(tx, value)
+        return tx.wrap_unguarded(value)
     return tx.builder.wrap(value, AttrSource(source, attr))
 
 
 class SkippedFunctionVariable(VariableTracker):
     """A callable the trace rules skip: calling it is a graph break that names the rule."""
+
+    callable_kind = True
 
     def __init__(self, fn: Any, decision: Decision, source: Source | None = None) -> None:
         super().__init__(source)
@@ -119,6 +117,8 @@ class SkippedFunctionVariable(VariableTracker):
 class PolyfillVariable(VariableTracker):
     """A C function or class with a pure-Python stand-in: calls run the stand-in instead."""
 
+    callable_kind = True
+
     def __init__(self, original: Any, polyfill: Any, source: Source | None = None) -> None:
         super().__init__(source)
         self.original = original
@@ -140,9 +140,6 @@ class PolyfillVariable(VariableTracker):
         return super().as_constant()
 
     def call(self, tx, args, kwargs):
-        from graphlift.variables.functions import UserFunctionVariable
-        from graphlift.variables.objects import ClassVariable
-
         if getattr(self.polyfill, "_graphlift_lazy", False):
             return make_lazy_iterator(self.polyfill, args, kwargs)
         if isinstance(self.polyfill, type):
@@ -150,14 +147,12 @@ class PolyfillVariable(VariableTracker):
         return UserFunctionVariable(self.polyfill).call(tx, args, kwargs)
 
     def var_getattr(self, tx, name):
-        from graphlift.variables.builder import wrap_unguarded
-
         try:
             value = getattr(self.original, name)
         except AttributeError as error:
             raise Unsupported(f"{self.describe()} has no attribute {name!r}",
                               break_type="user_exception") from error
-        return wrap_unguarded(tx, value)
+        return tx.wrap_unguarded(value)
 
     def reconstruct(self, codegen: OutputCodegen) -> str:
         if self.source is not None:
@@ -194,9 +189,6 @@ def make_lazy_iterator(stand_in: type, args: list[VariableTracker],
     Constant arguments are passed as values. The first ``_graphlift_object_args`` arguments may be
     any tracker (``repeat``'s object: the stand-in hands the same tracker back for every item).
     """
-    from graphlift.variables.exceptions import raise_real
-    from graphlift.variables.iterators import LazyIteratorVariable
-
     objects = getattr(stand_in, "_graphlift_object_args", 0)
     numbers = [*args[objects:], *kwargs.values()]
     if not all(v.is_constant() for v in numbers):
@@ -219,6 +211,8 @@ class AllowedFunctionVariable(VariableTracker):
     tensors (only when the sandbox cannot follow it: its Python body then runs once).
     """
 
+    callable_kind = True
+
     def __init__(self, fn: Any, source: Source | None = None) -> None:
         super().__init__(source)
         self.fn = fn
@@ -230,14 +224,12 @@ class AllowedFunctionVariable(VariableTracker):
         return type(self.fn)
 
     def call(self, tx, args, kwargs):
-        from graphlift.variables.tensor import call_torch
-
         def fake_result(fake_args: list, fake_kwargs: dict) -> Any:
             fake = trace_rules.fake_impl(self.fn)
             if fake is not None:
                 return self._run(tx, fake, fake_args, fake_kwargs, "its fake= function")
             if isinstance(self.fn, types.FunctionType):
-                result = sandbox_outputs(tx, self.fn, args, kwargs)
+                result = tx.sandbox_outputs(self.fn, args, kwargs)
                 if result is not None:
                     return result
             return self._run(tx, self.fn, fake_args, fake_kwargs, "it")
@@ -257,53 +249,3 @@ class AllowedFunctionVariable(VariableTracker):
 
     def reconstruct(self, codegen: OutputCodegen) -> str:
         return codegen.source_expr(self.source) if self.source else codegen.constant(self.fn)
-
-
-def sandbox_outputs(tx: InstructionTranslator, fn: types.FunctionType,
-                    args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> Any:
-    """The fake outputs of ``fn(*args, **kwargs)`` by tracing it into a throwaway graph.
-
-    The sandbox has its own graph, guards and side-effect ledger and shares only the fake mode,
-    so nothing it does reaches the real trace. Returns None when it cannot follow ``fn``.
-    """
-    from graphlift.guards import GuardBuilder
-    from graphlift.output_graph import OutputGraph
-    from graphlift.translator import InstructionTranslator
-    from graphlift.variables.functions import UserFunctionVariable, bind_arguments
-    from graphlift.variables.tensor import to_fake
-
-    scratch = OutputGraph()
-    scratch.fake_mode = tx.output.fake_mode
-    try:
-        tracer = InstructionTranslator(fn, {}, scratch, GuardBuilder())
-        callee = UserFunctionVariable(fn)
-        bound = bind_arguments(fn.__code__, [_rebind(scratch, a) for a in args],
-                               {k: _rebind(scratch, v) for k, v in kwargs.items()},
-                               callee.defaults(tracer), callee.kwdefaults(tracer))
-        tracer.symbolic_locals.update(bound)
-        return to_fake(tracer.run())
-    except GraphliftError:
-        return None
-
-
-def _rebind(scratch: Any, value: VariableTracker) -> VariableTracker:
-    """``value`` for the sandbox: tensors become placeholders of the scratch graph."""
-    from graphlift.variables.tensor import TensorVariable
-
-    if isinstance(value, TensorVariable):
-        node = scratch.graph.placeholder(f"arg{len(scratch.graph.nodes)}")
-        node.meta.update(value.node.meta)
-        return TensorVariable(node, value.fake)
-    if type(value) is TupleVariable:
-        return TupleVariable([_rebind(scratch, v) for v in value.items],
-                             tuple_class=value.tuple_class)
-    if type(value) is ListVariable:
-        return ListVariable([_rebind(scratch, v) for v in value.items])
-    if type(value) is DictVariable:
-        return DictVariable({k: _rebind(scratch, v) for k, v in value.items.items()})
-    if value.is_constant() or value.source is not None or \
-            isinstance(value, (SkippedFunctionVariable, PolyfillVariable,
-                               AllowedFunctionVariable)):
-        return value  # holds no node of the real graph
-    raise GraphliftError(f"the sandbox cannot take {value!r}")
-

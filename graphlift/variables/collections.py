@@ -13,9 +13,12 @@ import collections
 from typing import TYPE_CHECKING, Any
 
 from graphlift.exc import Unsupported
-from graphlift.variables.base import VariableTracker
+from graphlift.variables.base import VariableTracker, raise_real
+from graphlift.variables.builtins import BUILTIN_HANDLERS
 from graphlift.variables.constant import ConstantVariable
 from graphlift.variables.containers import DictMethodVariable, DictVariable, ListVariable
+from graphlift.variables.functions import UserMethodVariable
+from graphlift.variables.objects import register_constructors
 
 if TYPE_CHECKING:
     from graphlift.codegen import OutputCodegen
@@ -25,15 +28,12 @@ _MADE_BY_LIST_CODE = object()  # maxlen when list code builds a deque (``d + d``
 
 def method_of(tx, obj: VariableTracker, cls: type, name: str) -> VariableTracker:
     """``obj.name`` for a C method of ``cls`` that the tracker does not model itself."""
-    from graphlift.variables.builder import wrap_unguarded
-    from graphlift.variables.functions import UserMethodVariable
-
     try:
         method = getattr(cls, name)
     except AttributeError as error:
         raise Unsupported(f"{cls.__name__!r} object has no attribute {name!r}",
                           break_type="user_exception") from error
-    return UserMethodVariable(wrap_unguarded(tx, method), obj)
+    return UserMethodVariable(tx.wrap_unguarded(method), obj)
 
 
 def _refuse_input_mutation(container: VariableTracker, kind: str) -> None:
@@ -77,8 +77,6 @@ class DequeVariable(ListVariable):
         self.mutated = True
 
     def getitem(self, tx, index: VariableTracker) -> VariableTracker:
-        from graphlift.variables.exceptions import raise_real
-
         key = index.as_constant()
         if isinstance(key, slice):
             raise raise_real(TypeError("sequence index must be integer, not 'slice'"))
@@ -109,8 +107,6 @@ class DequeMethodVariable(VariableTracker):
         return f"deque.{self.name}"
 
     def call(self, tx, args, kwargs):
-        from graphlift.variables.exceptions import raise_real
-
         deque, name = self.obj, self.name
         if name == "copy":
             return DequeVariable(list(deque.items), maxlen=deque.maxlen)
@@ -202,8 +198,6 @@ class CopyMethodVariable(VariableTracker):
 # -- constructors (rows of objects.CONSTRUCTORS) ---------------------------------------------
 def make_deque(tx, args, kwargs) -> DequeVariable:
     """``collections.deque(iterable=(), maxlen=None)``."""
-    from graphlift.variables.exceptions import raise_real
-
     iterable = args[0] if args else kwargs.get("iterable")
     maxlen_var = args[1] if len(args) > 1 else kwargs.get("maxlen")
     maxlen = None if maxlen_var is None else maxlen_var.as_constant()
@@ -218,16 +212,11 @@ def make_deque(tx, args, kwargs) -> DequeVariable:
 
 def make_ordered_dict(tx, args, kwargs) -> OrderedDictVariable:
     """``collections.OrderedDict(...)``: built like ``dict(...)``."""
-    from graphlift.variables.builtins import BUILTIN_HANDLERS
-
     return OrderedDictVariable(BUILTIN_HANDLERS[dict](tx, args, kwargs).items)
 
 
 def make_defaultdict(tx, args, kwargs) -> DefaultDictVariable:
     """``collections.defaultdict(default_factory=None, ...)``: the rest is built like a dict."""
-    from graphlift.variables.builtins import BUILTIN_HANDLERS
-    from graphlift.variables.exceptions import raise_real
-
     factory = args[0] if args else ConstantVariable(None)
     if not (factory.is_constant() and factory.as_constant() is None):
         callable_check = BUILTIN_HANDLERS[callable](tx, [factory], {})
@@ -235,3 +224,10 @@ def make_defaultdict(tx, args, kwargs) -> DefaultDictVariable:
             raise raise_real(TypeError("first argument must be callable or None"))
     items = BUILTIN_HANDLERS[dict](tx, list(args[1:]), kwargs).items
     return DefaultDictVariable(items, factory)
+
+
+register_constructors({
+    collections.deque: make_deque,  # a list tracker with maxlen and left-end operations
+    collections.OrderedDict: make_ordered_dict,  # a dict tracker
+    collections.defaultdict: make_defaultdict,  # a dict tracker; missing keys: __missing__
+})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -113,29 +114,22 @@ class ConstantMethodVariable(VariableTracker):
 
 
 def _is_iterator(value: VariableTracker) -> bool:
-    from graphlift.translator import IteratorVariable
+    # Duck-typed: iterator trackers (variables/iterators.py) build on constants, not the reverse.
+    return hasattr(value, "next_item")
 
-    return isinstance(value, IteratorVariable)
+
+# How a constant container becomes a tracker of its items (so items stay separate trackers).
+# Filled by variables/containers.py, whose trackers hold constants: one row per container type.
+CONTAINER_WRAPPERS: dict[type, Callable[[Any], VariableTracker]] = {}
 
 
 def wrap_constant(value: Any) -> VariableTracker:
     """A tracker for a constant result; tuples become TupleVariables so items stay separate."""
     if type(value) is tuple:
-        from graphlift.variables.containers import TupleVariable
-
-        return TupleVariable([wrap_constant(v) for v in value])
+        return CONTAINER_WRAPPERS[tuple](value)
     if is_constant_value(value):
         return ConstantVariable(value)
-    if type(value) is list:
-        from graphlift.variables.containers import ListVariable
-
-        return ListVariable([wrap_constant(v) for v in value])
-    if type(value) is dict:
-        from graphlift.variables.containers import DictVariable
-
-        return DictVariable({k: wrap_constant(v) for k, v in value.items()})
-    if type(value) in (set, frozenset):
-        from graphlift.variables.containers import SetVariable
-
-        return SetVariable([wrap_constant(v) for v in value], frozen=type(value) is frozenset)
+    wrap = CONTAINER_WRAPPERS.get(type(value))
+    if wrap is not None:
+        return wrap(value)
     raise Unsupported(f"value of type {type(value).__name__} is not a constant graphlift can fold")

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from graphlift.exc import Unsupported
-from graphlift.variables.base import VariableTracker
-from graphlift.variables.constant import ConstantVariable, wrap_constant
+from graphlift.variables.base import VariableTracker, lookup_class_attr, raise_real
+from graphlift.variables.constant import CONTAINER_WRAPPERS, ConstantVariable, wrap_constant
 
 if TYPE_CHECKING:
     from graphlift.codegen import OutputCodegen
@@ -58,8 +58,6 @@ class BaseListVariable(VariableTracker):
         try:
             return self.items[key]
         except (IndexError, TypeError) as error:
-            from graphlift.variables.exceptions import raise_real
-
             raise raise_real(error) from error  # catchable inside the frame, like eager
 
     def reconstruct(self, codegen: OutputCodegen) -> str:
@@ -101,11 +99,9 @@ class TupleVariable(BaseListVariable):
         if name == "_fields" and fields:
             return wrap_constant(tuple(fields))
         if fields:
-            from graphlift.variables.objects import bind_class_attr, lookup_class_attr
-
             attr = lookup_class_attr(self.tuple_class, name)
             if isinstance(attr, property):  # a property of a typing.NamedTuple
-                return bind_class_attr(tx, self, self.tuple_class, name, attr, None)
+                return tx.bind_class_attr(self, self.tuple_class, name, attr, None)
         return TupleMethodVariable(self, name)
 
     def _literal(self, body: str) -> str:
@@ -155,11 +151,9 @@ class TupleMethodVariable(VariableTracker):
         if fields and self.name == "_asdict":
             return DictVariable(dict(zip(fields, obj.items)))
         if fields:
-            from graphlift.variables.objects import bind_class_attr, lookup_class_attr
-
             attr = lookup_class_attr(obj.tuple_class, self.name)
             if isinstance(attr, types.FunctionType):
-                return bind_class_attr(tx, obj, obj.tuple_class, self.name, attr, None).call(
+                return tx.bind_class_attr(obj, obj.tuple_class, self.name, attr, None).call(
                     tx, args, kwargs)
         raise Unsupported(f"tuple.{self.name}")
 
@@ -194,8 +188,6 @@ class ListMethodVariable(VariableTracker):
         elif self.name == "copy":
             return ListVariable(list(items))
         elif self.name == "sort":
-            from graphlift.variables.builtins import sort_trackers
-
             items[:] = sort_trackers(tx, items, kwargs)
         elif self.name == "remove":
             target = args[0].as_constant()
@@ -204,8 +196,6 @@ class ListMethodVariable(VariableTracker):
                     del items[i]
                     break
             else:
-                from graphlift.variables.exceptions import raise_real
-
                 raise raise_real(ValueError("list.remove(x): x not in list"))
         elif self.name in ("index", "count") and all(i.is_constant() for i in items):
             values = self.obj.as_constant()
@@ -273,8 +263,6 @@ class SetMethodVariable(VariableTracker):
         try:
             result = getattr(real, self.name)(*values)
         except (KeyError, TypeError) as error:
-            from graphlift.variables.exceptions import raise_real
-
             raise raise_real(error) from error
         if self.name in self.MUTATING:
             self.obj.items = {v: wrap_constant(v) for v in real}
@@ -311,8 +299,6 @@ class DictVariable(VariableTracker):
     def getitem(self, tx, index: VariableTracker) -> VariableTracker:
         key = index.as_constant()
         if key not in self.items:
-            from graphlift.variables.exceptions import raise_real
-
             raise raise_real(KeyError(key))
         return self.items[key]
 
@@ -364,8 +350,6 @@ class DictMethodVariable(VariableTracker):
         self.obj.check_mutable(tx)
         if name == "popitem":
             if not items:
-                from graphlift.variables.exceptions import raise_real
-
                 raise raise_real(KeyError("popitem(): dictionary is empty"))
             key, value = items.popitem()
             return TupleVariable([wrap_constant(key), value])
@@ -386,8 +370,6 @@ class DictMethodVariable(VariableTracker):
                 return items.pop(key)
             if len(args) > 1:
                 return args[1]
-            from graphlift.variables.exceptions import raise_real
-
             raise raise_real(KeyError(key))
         if name == "clear":
             items.clear()
@@ -410,3 +392,26 @@ def _structseq_fields(cls: type) -> tuple[str, ...]:
     by_index = {getattr(probe, name): name for name in names
                 if isinstance(getattr(probe, name), int)}
     return tuple(by_index[i] for i in range(cls.n_sequence_fields))
+
+
+def sort_trackers(tx, items: list[VariableTracker], kwargs) -> list[VariableTracker]:
+    """Stable sort of trackers by constant values or by a key function giving constants."""
+    key = kwargs.get("key")
+    reverse = kwargs.get("reverse", ConstantVariable(False)).as_constant()
+    if key is None or (key.is_constant() and key.as_constant() is None):
+        if not all(i.is_constant() for i in items):
+            raise Unsupported("sorted() of values that are not constants")
+        order = sorted(range(len(items)), key=lambda i: items[i].as_constant(), reverse=reverse)
+    else:
+        keys = [key.call(tx, [i], {}).as_constant() for i in items]
+        order = sorted(range(len(items)), key=lambda i: keys[i], reverse=reverse)
+    return [items[i] for i in order]
+
+
+CONTAINER_WRAPPERS.update({
+    tuple: lambda value: TupleVariable([wrap_constant(v) for v in value]),
+    list: lambda value: ListVariable([wrap_constant(v) for v in value]),
+    dict: lambda value: DictVariable({k: wrap_constant(v) for k, v in value.items()}),
+    set: lambda value: SetVariable([wrap_constant(v) for v in value]),
+    frozenset: lambda value: SetVariable([wrap_constant(v) for v in value], frozen=True),
+})

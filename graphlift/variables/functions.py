@@ -12,6 +12,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from graphlift.exc import Unsupported
+from graphlift.graph_break import graph_break
 from graphlift.sources import (
     FN_NAME,
     GLOBALS_NAME,
@@ -71,6 +72,8 @@ class CellVariable(VariableTracker):
 class BaseUserFunctionVariable(VariableTracker):
     """What inlining needs from any kind of user function."""
 
+    callable_kind = True
+
     code: types.CodeType
     globals: dict[str, Any]
 
@@ -118,8 +121,6 @@ class UserFunctionVariable(BaseUserFunctionVariable):
         return False
 
     def call(self, tx, args, kwargs):
-        from graphlift.graph_break import graph_break
-
         if self.fn is graph_break:
             raise Unsupported("graphlift.graph_break() was called", break_type="forced")
         return super().call(tx, args, kwargs)
@@ -167,9 +168,7 @@ def module_globals_source(globals_dict: dict[str, Any]) -> Source | None:
 
 
 def _wrap_unsourced(tx: InstructionTranslator, value: Any) -> VariableTracker:
-    from graphlift.variables.builder import wrap_unguarded
-
-    return wrap_unguarded(tx, value)
+    return tx.wrap_unguarded(value)
 
 
 class NestedFunctionVariable(BaseUserFunctionVariable):
@@ -246,6 +245,8 @@ def make_function(code: types.CodeType, globals_dict: dict, defaults: tuple,
 
 class UserMethodVariable(VariableTracker):
     """``obj.method`` for a Python method: inlined with ``obj`` as the first argument."""
+
+    callable_kind = True
 
     def __init__(self, fn: BaseUserFunctionVariable, obj: VariableTracker) -> None:
         super().__init__()

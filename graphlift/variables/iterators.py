@@ -1,4 +1,6 @@
-"""Lazy iterators: stand-ins that may never end, stepped one item at a time while tracing.
+"""Iterators: over items known while tracing, and lazy stand-ins stepped one item at a time.
+
+``IteratorVariable`` holds the items (GET_ITER over a range, list, tensor...).
 
 Inlined generators run to completion when first called, which an infinite iterator cannot do.
 ``itertools.count`` and ``itertools.repeat`` are instead real stand-in objects
@@ -11,9 +13,30 @@ from __future__ import annotations
 from typing import Any
 
 from graphlift.exc import Unsupported
-from graphlift.translator import IteratorVariable
 from graphlift.variables.base import VariableTracker
 from graphlift.variables.constant import wrap_constant
+
+
+class IteratorVariable(VariableTracker):
+    """An iterator over items known while tracing (GET_ITER over a range, list, tensor...)."""
+
+    def __init__(self, items: list[VariableTracker],
+                 returned: VariableTracker | None = None) -> None:
+        super().__init__()
+        self.items = items
+        self.index = 0
+        self.returned = returned  # a generator's return value (``r = yield from gen()``)
+
+    def next_item(self) -> VariableTracker | None:
+        if self.index >= len(self.items):
+            return None
+        self.index += 1
+        return self.items[self.index - 1]
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        rest = self.items[self.index:]
+        self.index = len(self.items)
+        return rest
 
 
 class LazyIteratorVariable(IteratorVariable):

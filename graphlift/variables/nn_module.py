@@ -40,16 +40,11 @@ from torch import nn
 from graphlift.config import config
 from graphlift.exc import Unsupported
 from graphlift.sources import AttrSource, ItemSource, ModuleMemberSource, Source
-from graphlift.variables.base import VariableTracker
+from graphlift.variables.base import MISSING, VariableTracker, lookup_class_attr, raise_real
 from graphlift.variables.constant import ConstantVariable, is_constant_value
 from graphlift.variables.containers import DictVariable, ListVariable, TupleVariable
-from graphlift.variables.objects import (
-    _MISSING,
-    ClassVariable,
-    UserObjectVariable,
-    bind_class_attr,
-    lookup_class_attr,
-)
+from graphlift.variables.iterators import IteratorVariable
+from graphlift.variables.objects import ClassVariable, UserObjectVariable, bind_class_attr
 from graphlift.variables.symbolic import static_int
 from graphlift.variables.tensor import TensorVariable
 
@@ -136,7 +131,7 @@ class NNModuleVariable(UserObjectVariable):
         instance_dict = self.module.__dict__
         if name in instance_dict:
             return self._plain_attr(tx, name, instance_dict[name])
-        if class_attr is not _MISSING:
+        if class_attr is not MISSING:
             native = NATIVE_METHODS.get(class_attr) if isinstance(class_attr, types.FunctionType) \
                 else None
             if native is not None:
@@ -152,9 +147,7 @@ class NNModuleVariable(UserObjectVariable):
 
     def _plain_attr(self, tx: InstructionTranslator, name: str, value: Any) -> VariableTracker:
         if self.source is None:
-            from graphlift.variables.builder import wrap_unguarded
-
-            return wrap_unguarded(tx, value)
+            return tx.wrap_unguarded(value)
         source = AttrSource(self.source, name)
         if name != "training" and is_constant_value(value) and \
                 type(self.module).__module__.startswith("torch.nn.") and \
@@ -297,8 +290,6 @@ def _constants(args: list[VariableTracker], kwargs: dict[str, VariableTracker]) 
 
 
 def _iterator(items: list[VariableTracker]) -> VariableTracker:
-    from graphlift.translator import IteratorVariable
-
     return IteratorVariable(items)
 
 
@@ -355,8 +346,6 @@ def _getitem(tx, self: NNModuleVariable, args, kwargs) -> VariableTracker:
     keys = _member_keys(self.module)
     if isinstance(self.module, (nn.ModuleDict, nn.ParameterDict)):
         if key not in keys:
-            from graphlift.variables.exceptions import raise_real
-
             raise raise_real(KeyError(key))
         return self.var_getattr(tx, key)
     if isinstance(key, slice):
@@ -365,8 +354,6 @@ def _getitem(tx, self: NNModuleVariable, args, kwargs) -> VariableTracker:
     try:
         return self.var_getattr(tx, keys[key])
     except IndexError as error:
-        from graphlift.variables.exceptions import raise_real
-
         raise raise_real(IndexError(f"index {key} is out of range")) from error
 
 

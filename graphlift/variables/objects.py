@@ -7,35 +7,33 @@ the tracker and are rebuilt if the object leaves the frame.
 
 from __future__ import annotations
 
-import collections
 import types
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from graphlift import trace_rules
 from graphlift.exc import Unsupported
 from graphlift.sources import AttrSource
-from graphlift.variables.base import VariableTracker
-from graphlift.variables.collections import make_defaultdict, make_deque, make_ordered_dict
+from graphlift.trace_rules import is_torch_module
+from graphlift.variables.base import (
+    MISSING,
+    TracedException,
+    VariableTracker,
+    lookup_class_attr,
+    raise_real,
+)
 from graphlift.variables.constant import ConstantVariable, is_constant_value, wrap_constant
+from graphlift.variables.containers import TupleVariable
+from graphlift.variables.context import GradModeVariable, make_autocast, set_grad_mode
+from graphlift.variables.exceptions import ExceptionVariable
+from graphlift.variables.functions import UserFunctionVariable, UserMethodVariable
 
 if TYPE_CHECKING:
     from graphlift.codegen import OutputCodegen
 
-_MISSING = object()
 # Iterating a user object stops being traced after this many items (an endless iterator).
 MAX_ITERATION = 10_000
-
-
-def lookup_class_attr(cls: type, name: str, start_after: type | None = None) -> Any:
-    """``name`` in the MRO of ``cls`` without invoking descriptors (after ``start_after``)."""
-    mro = cls.__mro__
-    if start_after is not None:
-        mro = mro[mro.index(start_after) + 1:]
-    for klass in mro:
-        if name in klass.__dict__:
-            return klass.__dict__[name]
-    return _MISSING
 
 
 def is_user_class(cls: type) -> bool:
@@ -57,8 +55,6 @@ class PythonModuleVariable(VariableTracker):
         return types.ModuleType
 
     def var_getattr(self, tx, name):
-        from graphlift.variables.builder import is_torch_module, wrap_unguarded
-
         try:
             value = getattr(self.module, name)
         except AttributeError as error:
@@ -66,7 +62,7 @@ class PythonModuleVariable(VariableTracker):
                               break_type="user_exception") from error
         # torch's own namespaces are trusted not to be monkey-patched between calls.
         if self.source is None or is_torch_module(self.module):
-            return wrap_unguarded(tx, value)
+            return tx.wrap_unguarded(value)
         return tx.builder.wrap(value, AttrSource(self.source, name))
 
     def reconstruct(self, codegen: OutputCodegen) -> str:
@@ -76,9 +72,6 @@ class PythonModuleVariable(VariableTracker):
 def bind_class_attr(tx, obj: VariableTracker, cls: type, name: str, attr: Any,
                     attr_source) -> VariableTracker:
     """What ``obj.name`` gives for a class attribute ``attr``: methods bind, properties run."""
-    from graphlift.variables.builder import wrap_unguarded
-    from graphlift.variables.functions import UserFunctionVariable, UserMethodVariable
-
     if isinstance(attr, staticmethod):
         return UserFunctionVariable(attr.__func__)
     if isinstance(attr, classmethod):
@@ -95,11 +88,13 @@ def bind_class_attr(tx, obj: VariableTracker, cls: type, name: str, attr: Any,
     if hasattr(type(attr), "__get__") and not is_constant_value(attr):
         raise Unsupported(f"descriptor {cls.__qualname__}.{name} of type "
                           f"{type(attr).__name__} is not traced")
-    return wrap_unguarded(tx, attr) if attr_source is None else tx.builder.wrap(attr, attr_source)
+    return tx.wrap_unguarded(attr) if attr_source is None else tx.builder.wrap(attr, attr_source)
 
 
 class ClassVariable(VariableTracker):
     """A class used as a value: ``isinstance`` checks, construction, class attributes."""
+
+    callable_kind = True
 
     def __init__(self, cls: type, source=None) -> None:
         super().__init__(source)
@@ -118,12 +113,10 @@ class ClassVariable(VariableTracker):
         return self.cls
 
     def var_getattr(self, tx, name):
-        from graphlift.variables.functions import UserFunctionVariable
-
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
             return wrap_constant(getattr(self.cls, name))
         attr = lookup_class_attr(self.cls, name)
-        if attr is _MISSING:
+        if attr is MISSING:
             raise Unsupported(f"type object {self.cls.__qualname__!r} has no attribute {name!r}",
                               break_type="user_exception")
         if isinstance(attr, types.FunctionType):
@@ -139,11 +132,7 @@ class ClassVariable(VariableTracker):
         if issubclass(self.cls, tuple) and hasattr(self.cls, "_fields"):
             return _make_namedtuple(tx, self.cls, args, kwargs)
         if issubclass(self.cls, BaseException):
-            from graphlift.variables.exceptions import ExceptionVariable
-
             return ExceptionVariable(self.cls, args)
-        from graphlift import trace_rules
-
         decision = trace_rules.lookup(self.cls)
         if decision.kind is trace_rules.Kind.SKIP:
             raise trace_rules.skip_error(self.cls, decision)
@@ -175,23 +164,17 @@ def _fold_object(cls: type):
 
 def _grad_mode(mode: bool):
     def construct(tx, args, kwargs):
-        from graphlift.variables.exceptions import GradModeVariable
-
         return GradModeVariable(mode)
 
     return construct
 
 
 def _autocast(tx, args, kwargs):
-    from graphlift.variables.exceptions import make_autocast
-
     return make_autocast(tx, args, kwargs)
 
 
 def _set_grad_enabled(tx, args, kwargs):
     """``torch.set_grad_enabled(b)`` switches at construction, as a statement or a with block."""
-    from graphlift.variables.exceptions import GradModeVariable, set_grad_mode
-
     mode = bool((args[0] if args else kwargs["mode"]).as_constant())
     manager = GradModeVariable(mode, applied_now=True, previous=torch.is_grad_enabled())
     set_grad_mode(tx, mode)
@@ -208,15 +191,19 @@ CONSTRUCTORS = {
     torch.device: _fold_constructor(torch.device),  # torch.device("cpu") is a constant
     torch.finfo: _fold_object(torch.finfo),  # torch.finfo(dtype).eps: attributes are constants
     torch.iinfo: _fold_object(torch.iinfo),
-    collections.deque: make_deque,  # a list tracker with maxlen and left-end operations
-    collections.OrderedDict: make_ordered_dict,  # a dict tracker
-    collections.defaultdict: make_defaultdict,  # a dict tracker; missing keys: __missing__
 }
 
 
-def _make_namedtuple(tx, cls: type, args, kwargs):
-    from graphlift.variables.containers import TupleVariable
+def register_constructors(rows: dict[type, Any]) -> None:
+    """Add construction rules for classes modelled by a module above this one (collections)."""
+    CONSTRUCTORS.update(rows)
+    trace_rules.MODELLED_CLASSES.update(rows)
 
+
+trace_rules.MODELLED_CLASSES.update(CONSTRUCTORS)
+
+
+def _make_namedtuple(tx, cls: type, args, kwargs):
     fields = cls._fields
     values = dict(zip(fields, args))
     values.update(kwargs)
@@ -229,9 +216,7 @@ def _make_namedtuple(tx, cls: type, args, kwargs):
 
 def _make_object(tx, cls: type, args, kwargs):
     """``cls(*args)`` for a plain user class: a new object, then its ``__init__`` inlined."""
-    from graphlift.variables.functions import UserFunctionVariable
-
-    if lookup_class_attr(cls, "__new__") not in (_MISSING, object.__dict__["__new__"]):
+    if lookup_class_attr(cls, "__new__") not in (MISSING, object.__dict__["__new__"]):
         raise Unsupported(f"{cls.__qualname__} defines __new__; not traced")
     obj = UserObjectVariable(None, cls=cls)
     init = lookup_class_attr(cls, "__init__")
@@ -265,8 +250,8 @@ class UserObjectVariable(VariableTracker):
         return self.cls.__dict__.get("_graphlift_real_class", self.cls)
 
     def truthy(self, tx) -> bool:
-        if lookup_class_attr(self.cls, "__bool__") is _MISSING and \
-                lookup_class_attr(self.cls, "__len__") is _MISSING:
+        if lookup_class_attr(self.cls, "__bool__") is MISSING and \
+                lookup_class_attr(self.cls, "__len__") is MISSING:
             return True
         return super().truthy(tx)
 
@@ -285,14 +270,10 @@ class UserObjectVariable(VariableTracker):
             try:  # a __slots__ attribute of an object from the inputs: read it for real
                 return self._wrap_attr(tx, name, class_attr.__get__(self.value, self.cls))
             except AttributeError as error:
-                from graphlift.variables.exceptions import raise_real
-
                 raise raise_real(error) from error
-        if class_attr is _MISSING:
-            if lookup_class_attr(self.cls, "__getattr__") is not _MISSING:
+        if class_attr is MISSING:
+            if lookup_class_attr(self.cls, "__getattr__") is not MISSING:
                 raise Unsupported(f"{self.cls.__qualname__}.__getattr__ is not traced")
-            from graphlift.variables.exceptions import raise_real
-
             raise raise_real(AttributeError(
                 f"{self.cls.__qualname__!r} object has no attribute {name!r}"))
         source = None
@@ -301,10 +282,8 @@ class UserObjectVariable(VariableTracker):
         return bind_class_attr(tx, self, self.cls, name, class_attr, source)
 
     def _wrap_attr(self, tx, name: str, value: Any) -> VariableTracker:
-        from graphlift.variables.builder import wrap_unguarded
-
         if self.source is None:
-            return wrap_unguarded(tx, value)
+            return tx.wrap_unguarded(value)
         return tx.builder.wrap(value, AttrSource(self.source, name))
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
@@ -313,8 +292,6 @@ class UserObjectVariable(VariableTracker):
                               "write it back through", break_type="side_effect")
         descriptor = lookup_class_attr(self.cls, name)
         if isinstance(descriptor, property) and descriptor.fset is not None:
-            from graphlift.variables.functions import UserFunctionVariable
-
             UserFunctionVariable(descriptor.fset).call(tx, [self, value], {})
             return
         slot = isinstance(descriptor, types.MemberDescriptorType) and self.is_new
@@ -336,15 +313,13 @@ class UserObjectVariable(VariableTracker):
 
     def drain(self, tx) -> list[VariableTracker]:
         """Call ``__next__`` until it raises StopIteration (bounded, like every loop traced)."""
-        from graphlift.variables.exceptions import TracedException
-
         items = []
         next_method = self.var_getattr(tx, "__next__")
         while len(items) < MAX_ITERATION:
             try:
                 items.append(next_method.call(tx, [], {}))
             except TracedException as error:
-                if issubclass(error.exception.cls, StopIteration):
+                if issubclass(error.cls, StopIteration):
                     return items
                 raise
         raise Unsupported(f"iterating a {self.cls.__qualname__} gave more than {MAX_ITERATION} "
@@ -395,7 +370,7 @@ class SuperVariable(VariableTracker):
         if isinstance(self.obj, ClassVariable):
             obj_type = self.obj.cls
         attr = lookup_class_attr(obj_type, name, start_after=self.cls)
-        if attr is _MISSING:
+        if attr is MISSING:
             raise Unsupported(f"'super' object has no attribute {name!r}",
                               break_type="user_exception")
         if attr is object.__init__:

@@ -20,9 +20,16 @@ from torch._subclasses.fake_tensor import (
     UnsupportedOperatorException,
 )
 
+from graphlift import trace_rules
 from graphlift.exc import Unsupported
-from graphlift.variables.base import VariableTracker
+from graphlift.variables.base import VariableTracker, raise_real
 from graphlift.variables.constant import ConstantVariable, is_constant_value, wrap_constant
+from graphlift.variables.containers import (
+    BaseListVariable,
+    DictVariable,
+    ListVariable,
+    TupleVariable,
+)
 from graphlift.variables.symbolic import (
     SizeVariable,
     SliceVariable,
@@ -62,16 +69,6 @@ DATA_DEPENDENT_METHODS = {
     "untyped_storage": "exposes real storage",
 }
 
-# Torch functions that read or change process state: graph break, never a graph node.
-STATEFUL_TORCH_FUNCTIONS = {
-    torch.manual_seed: "changes the global RNG state",
-    torch.seed: "changes the global RNG state",
-    torch.set_grad_enabled: "changes grad mode (as a call; use it as a with block)",
-    torch.set_default_dtype: "changes the default dtype",
-    torch.set_printoptions: "changes print options",
-    torch.save: "does I/O",
-    torch.load: "does I/O",
-}
 
 # operator functions that mutate their first argument in place.
 INPLACE_OPERATORS = frozenset({
@@ -116,8 +113,6 @@ class TensorVariable(VariableTracker):
         if callable(getattr(torch.Tensor, name, None)):
             return TensorMethodVariable(self, name)
         if not hasattr(torch.Tensor, name):
-            from graphlift.variables.exceptions import raise_real
-
             raise raise_real(AttributeError(f"'Tensor' object has no attribute {name!r}"))
         raise Unsupported(f"tensor attribute {name!r} is not supported while tracing")
 
@@ -158,6 +153,8 @@ class TensorMethodVariable(VariableTracker):
 class TorchCallableVariable(VariableTracker):
     """A torch function (``torch.sin``, ``F.relu``, ``operator.add`` on tensors): one graph node."""
 
+    callable_kind = True
+
     def __init__(self, fn: Any, source=None) -> None:
         super().__init__(source)
         self.fn = fn
@@ -169,8 +166,9 @@ class TorchCallableVariable(VariableTracker):
         return type(self.fn)
 
     def call(self, tx, args, kwargs):
-        if self.fn in STATEFUL_TORCH_FUNCTIONS:
-            raise Unsupported(f"torch.{self.describe()} {STATEFUL_TORCH_FUNCTIONS[self.fn]}",
+        if self.fn in trace_rules.STATEFUL_TORCH_FUNCTIONS:
+            why = trace_rules.STATEFUL_TORCH_FUNCTIONS[self.fn]
+            raise Unsupported(f"torch.{self.describe()} {why}",
                               break_type="skipped_function")
         return call_torch(tx, "call_function", self.fn, args, kwargs)
 
@@ -248,8 +246,6 @@ def _contains_graph_value(value: Any) -> bool:
 def wrap_result(tx: InstructionTranslator, node: torch.fx.Node, result: Any,
                 args: list[VariableTracker]) -> VariableTracker:
     """Fake result -> trackers; an op that returns its (mutated) input gives back that input."""
-    from graphlift.variables.containers import ListVariable, TupleVariable
-
     if isinstance(result, torch.Tensor):
         for arg in args:
             if isinstance(arg, TensorVariable) and arg.fake is result:
@@ -274,8 +270,6 @@ def wrap_result(tx: InstructionTranslator, node: torch.fx.Node, result: Any,
 
 def to_fx(v: VariableTracker) -> Any:
     """The FX argument for a tracker: a node for tensors, the value for constants."""
-    from graphlift.variables.containers import BaseListVariable, DictVariable
-
     if isinstance(v, (TensorVariable, SymNodeVariable)):
         return v.node
     if isinstance(v, SliceVariable):
@@ -293,8 +287,6 @@ def to_fx(v: VariableTracker) -> Any:
 
 def to_fake(v: VariableTracker) -> Any:
     """The value torch sees while tracing: a fake tensor for tensors, the value for constants."""
-    from graphlift.variables.containers import BaseListVariable, DictVariable
-
     if isinstance(v, TensorVariable):
         return v.fake
     if isinstance(v, SymNodeVariable):

@@ -1,0 +1,136 @@
+"""Context managers modelled for ``with`` blocks: grad mode and autocast."""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING
+
+import torch
+
+from graphlift.exc import Unsupported
+from graphlift.resume import GRAD_MODE_EXITS
+from graphlift.variables.base import VariableTracker
+from graphlift.variables.constant import ConstantVariable
+
+if TYPE_CHECKING:
+    from graphlift.translator import InstructionTranslator
+
+
+class GradModeVariable(VariableTracker):
+    """``torch.no_grad()``, ``torch.enable_grad()``, ``torch.set_grad_enabled(b)``.
+
+    Entering sets grad mode for the rest of the trace (fake tensors must see it) and puts a
+    ``torch._C._set_grad_enabled`` node in the graph, so the compiled code switches at the same
+    point; exiting restores the mode that was active before.
+    """
+
+    def __init__(self, mode: bool, applied_now: bool = False, previous: bool | None = None) -> \
+            None:
+        super().__init__()
+        self.mode = mode
+        self.previous = previous
+        self.applied_now = applied_now
+
+    def describe(self) -> str:
+        return f"grad mode {self.mode}"
+
+    def python_type(self) -> type:
+        return torch.set_grad_enabled if self.applied_now else \
+            (torch.no_grad if not self.mode else torch.enable_grad)
+
+    def enter(self, tx: InstructionTranslator) -> VariableTracker:
+        if not self.applied_now:
+            self.previous = torch.is_grad_enabled()
+            set_grad_mode(tx, self.mode)
+        return ConstantVariable(None)
+
+    def exit(self, tx: InstructionTranslator) -> VariableTracker:
+        set_grad_mode(tx, self.previous)
+        return ConstantVariable(None)
+
+    def var_getattr(self, tx, name):
+        if name in ("__enter__", "__exit__"):
+            return ContextMethodVariable(self, name)
+        raise Unsupported(f"attribute {name!r} of {self.describe()}")
+
+
+class ContextMethodVariable(VariableTracker):
+    """The bound ``__enter__`` / ``__exit__`` of a modelled context manager."""
+
+    def __init__(self, manager: VariableTracker, name: str) -> None:
+        super().__init__()
+        self.manager, self.name = manager, name
+
+    def call(self, tx, args, kwargs):
+        if self.name == "__enter__":
+            return self.manager.enter(tx)
+        return self.manager.exit(tx)
+
+    def reconstruct(self, codegen) -> str:
+        """At a graph break inside the block: an exit that restores the mode from before."""
+        if self.name != "__exit__" or not isinstance(self.manager, GradModeVariable):
+            raise Unsupported(f"{self.manager.describe()}.{self.name} cannot leave the compiled "
+                              "frame (a break inside this with block runs the frame eagerly)")
+        return codegen.constant(GRAD_MODE_EXITS[bool(self.manager.previous)])
+
+
+def set_grad_mode(tx: InstructionTranslator, mode: bool) -> None:
+    """Switch grad mode for the trace and in the graph (a no-op node is skipped)."""
+    if torch.is_grad_enabled() == mode:
+        return
+    torch._C._set_grad_enabled(mode)
+    tx.output.create_node("call_function", torch._C._set_grad_enabled, (mode,), {},
+                          mutates=True)
+
+
+class AutocastVariable(VariableTracker):
+    """``torch.autocast(device_type, dtype, enabled, cache_enabled)`` as a ``with`` block.
+
+    Entering switches autocast on for the rest of the trace (so fake tensors see the same dtypes)
+    and puts ``torch.amp._enter_autocast`` in the graph; exiting puts ``_exit_autocast``, so the
+    compiled code switches at the same points. The real switch made while tracing is undone by
+    ``OutputGraph.restore_global_state`` whatever happens.
+    """
+
+    def __init__(self, arguments: tuple) -> None:
+        super().__init__()
+        self.arguments = arguments  # device_type, dtype, enabled, cache_enabled
+        self.node = None
+
+    def describe(self) -> str:
+        return f"autocast{self.arguments}"
+
+    def python_type(self) -> type:
+        return torch.autocast
+
+    def enter(self, tx: InstructionTranslator) -> VariableTracker:
+        tx.output.enter_real_context(torch.amp.autocast_mode._enter_autocast(*self.arguments))
+        self.node = tx.output.create_node("call_function", torch.amp._enter_autocast,
+                                          self.arguments, {}, mutates=True)
+        return ConstantVariable(None)
+
+    def exit(self, tx: InstructionTranslator) -> VariableTracker:
+        tx.output.exit_real_context()
+        tx.output.create_node("call_function", torch.amp._exit_autocast, (self.node,), {},
+                              mutates=True)
+        return ConstantVariable(None)
+
+    def var_getattr(self, tx, name):
+        if name in ("__enter__", "__exit__"):
+            return ContextMethodVariable(self, name)
+        raise Unsupported(f"attribute {name!r} of {self.describe()}")
+
+
+def make_autocast(tx: InstructionTranslator, args: list, kwargs: dict) -> AutocastVariable:
+    """Bind torch.autocast's arguments (all must be constants known while tracing)."""
+    bound = inspect.signature(torch.autocast.__init__).bind(
+        None, *(a.as_constant() for a in args), **{k: v.as_constant() for k, v in kwargs.items()})
+    bound.apply_defaults()
+    values = bound.arguments
+    dtype = values["dtype"]
+    if dtype is None:
+        dtype = torch.get_autocast_dtype(values["device_type"])
+    cache = values["cache_enabled"]
+    if cache is None:
+        cache = torch.is_autocast_cache_enabled()
+    return AutocastVariable((values["device_type"], dtype, values["enabled"], cache))
