@@ -211,14 +211,9 @@ class BreakTail:
         return self._guarded_call(call, stack)
 
     def _guarded_call(self, call: str, below: list) -> list[str]:
-        """The eager call; inside a grad-mode with block an exception restores the mode."""
+        """The eager call, then the resume function (see :meth:`_restoring`)."""
         resume = self._resume_call(self.following, below, "__gl_r")
-        previous = _outer_grad_mode(below)
-        if previous is None:
-            return [f"__gl_r = {call}", f"return {resume}"]
-        return ["try:", f"    __gl_r = {call}", "except BaseException:",
-                f"    {self.codegen.constant(torch._C._set_grad_enabled)}({previous})",
-                "    raise", f"return {resume}"]
+        return self._restoring([f"__gl_r = {call}", f"return {resume}"], below)
 
     def _branch(self) -> list[str]:
         inst, stack = self.break_state.inst, self.break_state.stack
@@ -228,17 +223,20 @@ class BreakTail:
         taken = self._resume_call(inst.argval, stack if keeps_value else below, None)
         not_taken = self._resume_call(self.following, below, None)
         test = self.codegen.hoist(condition.reconstruct(self.codegen))
-        lines = [f"if {'' if jump_when else 'not '}{test}:", f"    return {taken}",
-                 f"return {not_taken}"]
+        # bool(tensor) can raise too (a tensor of more than one element).
+        return self._restoring([f"if {'' if jump_when else 'not '}{test}:",
+                                f"    return {taken}", f"return {not_taken}"], below)
+
+    def _restoring(self, lines: list[str], below: list) -> list[str]:
+        """``lines`` inside a grad-mode with block open at the break: whatever raises in them
+        (the eager instruction, the test, the resume function or its compile) leaves the frame
+        through the block's exit, so the mode from before the outermost block comes back."""
         previous = _outer_grad_mode(below)
         if previous is None:
             return lines
-        # bool(tensor) can raise (more than one element): leave the with block's mode behind.
         setter = self.codegen.constant(torch._C._set_grad_enabled)
-        return ["try:", f"    __gl_b = bool({test})", "except BaseException:",
-                f"    {setter}({previous})", "    raise",
-                f"if {'' if jump_when else 'not '}__gl_b:", f"    return {taken}",
-                f"return {not_taken}"]
+        return ["try:", *(f"    {line}" for line in lines), "except BaseException:",
+                f"    {setter}({previous})", "    raise"]
 
     def _resume_call(self, offset: int, below: list, result: str | None) -> str:
         """``__gl_resume(__gl_fn, <every local>, <stack values>, <local cells>)``."""

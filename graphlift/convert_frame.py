@@ -204,8 +204,8 @@ def _record_break(fn: types.FunctionType, state: ExtraState, error: Unsupported)
 
 def _guard_mutated_inputs(output: OutputGraph, guards: GuardBuilder) -> None:
     """An input the graph mutates must not also be another input, or results would differ."""
-    for index in sorted(output.mutated_inputs):
-        mutated = output.inputs[index].source
+    for graph_input in output.mutated_inputs:
+        mutated = graph_input.source
         for other in output.inputs:
             if other.source != mutated:
                 guards.not_aliased(mutated, other.source)

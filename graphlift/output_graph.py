@@ -38,9 +38,10 @@ from graphlift.side_effects import SideEffects
 from graphlift.sources import Source, placeholder_name
 
 
-@dataclass
+@dataclass(eq=False)
 class GraphInput:
-    """A placeholder of the graph and where its value comes from on every call."""
+    """A placeholder of the graph and where its value comes from on every call (compared by
+    identity)."""
 
     source: Source
     node: torch.fx.Node
@@ -64,7 +65,9 @@ class OutputGraph:
         self._size_nodes: dict[tuple, torch.fx.Node] = {}  # (tensor node, dim, symbol)
         self.inputs: list[GraphInput] = []
         self._input_by_id: dict[int, GraphInput] = {}
-        self.mutated_inputs: set[int] = set()  # indexes into self.inputs
+        # Inputs the graph writes into. The objects, not their indexes: finishing the graph
+        # drops unused inputs, which would shift every later index.
+        self.mutated_inputs: list[GraphInput] = []
         self.side_effects = SideEffects()
         self._real_contexts: list[Any] = []
 
@@ -139,9 +142,9 @@ class OutputGraph:
 
     def mark_mutated(self, fake: torch.Tensor) -> None:
         """The graph mutates this tensor in place; if it is an input, remember which."""
-        for i, graph_input in enumerate(self.inputs):
-            if graph_input.fake is fake:
-                self.mutated_inputs.add(i)
+        for graph_input in self.inputs:
+            if graph_input.fake is fake and graph_input not in self.mutated_inputs:
+                self.mutated_inputs.append(graph_input)
 
     # -- nodes ---------------------------------------------------------------------------------
     def create_node(self, op: str, target: Any, args: tuple, kwargs: dict,

@@ -110,7 +110,11 @@ def make_resume_code(code: types.CodeType, key: ResumeKey) -> types.CodeType:
     # Numbered after the existing locals: a resume function's own resume functions stay unique.
     first = len(code.co_varnames)
     stack_names = tuple(f"{STACK_PREFIX}{first + i}" for i in range(key.stack_depth))
-    cell_names = tuple(f"__gl_cell_{name}" for name in local_cells(code))
+    cells = local_cells(code)
+    # Numbered like the stack names: a resume function of a resume function carries the same
+    # cells again, next to the old parameters of that name.
+    cell_names = tuple(f"__gl_cell{first + len(stack_names) + i}_{name}"
+                       for i, name in enumerate(cells))
     new_varnames = code.co_varnames + stack_names + cell_names
     shift = len(stack_names) + len(cell_names)
     prefix = bytearray()
@@ -118,9 +122,9 @@ def make_resume_code(code: types.CodeType, key: ResumeKey) -> types.CodeType:
         if name in code.co_varnames:  # an argument's cell shares the argument's slot
             prefix += _instruction("MAKE_CELL", code.co_varnames.index(name))
         else:
-            slot = len(new_varnames) + local_cells(code).index(name)
+            slot = len(new_varnames) + cells.index(name)
             prefix += _instruction("MAKE_CELL", slot)
-            prefix += _instruction("LOAD_FAST", new_varnames.index(f"__gl_cell_{name}"))
+            prefix += _instruction("LOAD_FAST", new_varnames.index(cell_names[cells.index(name)]))
             prefix += _instruction("STORE_DEREF", slot)
     if code.co_freevars:
         prefix += bytes((dis.opmap["COPY_FREE_VARS"], len(code.co_freevars)))
@@ -249,6 +253,10 @@ class GradModeExit:
     Calling it (normally, or from the with block's exception handler) restores the grad mode
     that was active before the block.
     """
+
+    # No instance dict: an immutable shared value, so two blocks with the same previous mode
+    # hand the resume function one object, which is not mistaken for a mutable input.
+    __slots__ = ("previous",)
 
     def __init__(self, previous: bool) -> None:
         self.previous = previous

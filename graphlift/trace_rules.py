@@ -27,6 +27,7 @@ from __future__ import annotations
 import builtins
 import enum
 import functools
+import inspect
 import os
 import sys
 import sysconfig
@@ -52,8 +53,9 @@ PURE_BUILTINS = frozenset({
 # Builtin classes whose class methods and unbound methods fold on constant arguments.
 CONSTANT_CLASSES = frozenset({dict, str, int, float, bytes, tuple, frozenset, complex, bool})
 
-# Torch functions that read or change process state: graph break, never a graph node.
-STATEFUL_TORCH_FUNCTIONS = {
+# Torch functions that read or change process state: graph break, never a graph node. Keyed by
+# the unwrapped function (see stateful_reason).
+STATEFUL_TORCH_FUNCTIONS = {inspect.unwrap(fn): why for fn, why in {
     torch.manual_seed: "changes the global RNG state",
     torch.seed: "changes the global RNG state",
     torch.set_grad_enabled: "changes grad mode (as a call; use it as a with block)",
@@ -61,7 +63,17 @@ STATEFUL_TORCH_FUNCTIONS = {
     torch.set_printoptions: "changes print options",
     torch.save: "does I/O",
     torch.load: "does I/O",
-}
+}.items()}
+
+
+def stateful_reason(fn: Any) -> str | None:
+    """Why ``fn`` is in STATEFUL_TORCH_FUNCTIONS, if it is. Seen through wrappers: importing
+    ``torch._dynamo`` replaces ``torch.manual_seed`` with a wrapper of it."""
+    try:
+        return STATEFUL_TORCH_FUNCTIONS.get(inspect.unwrap(fn))
+    except (TypeError, ValueError):  # unhashable, or a __wrapped__ cycle
+        return None
+
 
 # Builtins with a handler in variables/builtins.py, and classes that ClassVariable constructs
 # natively (objects.CONSTRUCTORS): filled by those modules at import, because they sit above
@@ -301,8 +313,9 @@ def _by_object(fn: Any) -> Decision | None:
     if isinstance(fn, types.BuiltinFunctionType) and \
             getattr(fn, "__module__", None) in _PURE_C_MODULES:
         return Decision(Kind.BUILTIN, PURE_C_FUNCTION)
-    if _hashable(fn) and fn in STATEFUL_TORCH_FUNCTIONS:
-        return Decision(Kind.SKIP, TORCH_GLOBAL_STATE, detail=STATEFUL_TORCH_FUNCTIONS[fn])
+    stateful = stateful_reason(fn)
+    if stateful is not None:
+        return Decision(Kind.SKIP, TORCH_GLOBAL_STATE, detail=stateful)
     if isinstance(fn, types.BuiltinFunctionType) and owner is not None and \
             not isinstance(owner, (types.ModuleType, type)):
         return Decision(Kind.SKIP, C_METHOD, detail=f"bound to a {type(owner).__name__} object")

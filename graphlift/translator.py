@@ -78,6 +78,10 @@ BINARY_OPS = (
     operator.itruediv, operator.ixor,
 )
 
+# In-place operator -> its binary form. ``a += b`` on an immutable ``a`` (an int, a SymInt) is
+# ``a = a + b``: only a tensor on the left is written into.
+OUT_OF_PLACE = dict(zip(BINARY_OPS[13:], BINARY_OPS[:13]))
+
 # Operator names that have a reflected (__radd__) and an in-place (__iadd__) form.
 REFLECTED_NAMES = frozenset({"add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow",
                              "lshift", "rshift", "and", "or", "xor"})
@@ -95,6 +99,19 @@ COMPARE_DUNDERS = {
 COMPARE_OPS = {
     "<": operator.lt, "<=": operator.le, "==": operator.eq,
     "!=": operator.ne, ">": operator.gt, ">=": operator.ge,
+}
+
+# Opcodes whose handler folds constants with real Python operations, and the errors that this
+# folding raises for the program itself: an exception of these types from the handler is the
+# program's own, raised inside the trace (where it may be caught) as eager would raise it.
+FOLDING_ERRORS: dict[str, tuple[type[Exception], ...]] = {
+    "BUILD_MAP": (TypeError,),  # {[]: 1}: unhashable key
+    "MAP_ADD": (TypeError,),  # {k: v for ...} with an unhashable key
+    "BUILD_SET": (TypeError,),  # {[1]}: unhashable item
+    "SET_ADD": (TypeError,),  # {v for ...} with an unhashable item
+    "SET_UPDATE": (TypeError,),  # {*items} with an unhashable item
+    "CONTAINS_OP": (TypeError,),  # [] in {}: unhashable key
+    "FORMAT_VALUE": (TypeError, ValueError),  # f"{1:q}": unknown format code
 }
 
 # A runaway loop while tracing (``while True`` on a constant) must not hang the caller.
@@ -225,6 +242,8 @@ class InstructionTranslator:
             raise self._located(error) from error.__cause__
         except GraphliftError:
             raise
+        except FOLDING_ERRORS.get(inst.opname, ()) as error:
+            self.unwind(raise_real(error), inst)  # the program's own error, raised as eager would
         except Exception as error:
             raise TranslationError(
                 f"internal error while translating {inst.opname} at {self.location()}: "
@@ -483,6 +502,8 @@ class InstructionTranslator:
 
     def binary_op(self, op: Any, left: VariableTracker, right: VariableTracker) -> \
             VariableTracker:
+        if op in OUT_OF_PLACE and isinstance(left, (ConstantVariable, SymNodeVariable)):
+            op = OUT_OF_PLACE[op]
         if isinstance(left, TensorVariable) or isinstance(right, TensorVariable):
             return call_torch(self, "call_function", op, [left, right], {})
         if isinstance(left, BaseListVariable):
@@ -524,7 +545,10 @@ class InstructionTranslator:
         if op in (operator.add, operator.iadd) and type(right) is type(left):
             return type(left)(left.items + right.items)
         if op in (operator.mul, operator.imul) and right.is_constant():
-            return type(left)(left.items * right.as_constant())
+            try:
+                return type(left)(left.items * right.as_constant())
+            except TypeError as error:  # [1] * "a": the program's own TypeError
+                raise raise_real(error) from error
         raise Unsupported(f"operator {op.__name__} on {left!r} and {right!r}")
 
     def dict_op(self, op: Any, left: DictVariable, right: DictVariable) -> VariableTracker:

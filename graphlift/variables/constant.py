@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from graphlift.exc import Unsupported
-from graphlift.variables.base import VariableTracker
+from graphlift.variables.base import VariableTracker, raise_real
 
 if TYPE_CHECKING:
     from graphlift.codegen import OutputCodegen
@@ -110,7 +110,11 @@ class ConstantMethodVariable(VariableTracker):
         values = [[i.as_constant() for i in a.unpack(tx)] if _is_iterator(a) else a.as_constant()
                   for a in args]
         kw = {k: v.as_constant() for k, v in kwargs.items()}
-        return wrap_constant(operator.methodcaller(self.name, *values, **kw)(self.obj.value))
+        try:
+            result = operator.methodcaller(self.name, *values, **kw)(self.obj.value)
+        except Exception as error:
+            raise raise_real(error) from error  # "abc".index("z"): the program's ValueError
+        return wrap_constant(result)
 
 
 def _is_iterator(value: VariableTracker) -> bool:

@@ -139,10 +139,8 @@ class TupleMethodVariable(VariableTracker):
 
     def call(self, tx, args, kwargs):
         obj = self.obj
-        if self.name == "count" and obj.is_constant():
-            return ConstantVariable(obj.as_constant().count(args[0].as_constant()))
-        if self.name == "index" and obj.is_constant():
-            return ConstantVariable(obj.as_constant().index(args[0].as_constant()))
+        if self.name in ("count", "index") and obj.is_constant():
+            return _fold_method(obj.as_constant(), self.name, args)
         fields = getattr(obj.tuple_class, "_fields", None)
         if fields and self.name == "_replace":
             values = dict(zip(fields, obj.items))
@@ -178,9 +176,9 @@ class ListMethodVariable(VariableTracker):
         elif self.name == "extend":
             items.extend(args[0].unpack(tx))
         elif self.name == "insert":
-            items.insert(args[0].as_constant(), args[1])
+            _fold_method(items, "insert", args[:1], args[1])
         elif self.name == "pop":
-            return items.pop(*(a.as_constant() for a in args))
+            return _fold_method(items, "pop", args, wrap=False)
         elif self.name == "clear":
             items.clear()
         elif self.name == "reverse":
@@ -198,11 +196,21 @@ class ListMethodVariable(VariableTracker):
             else:
                 raise raise_real(ValueError("list.remove(x): x not in list"))
         elif self.name in ("index", "count") and all(i.is_constant() for i in items):
-            values = self.obj.as_constant()
-            return wrap_constant(getattr(values, self.name)(args[0].as_constant()))
+            return _fold_method(self.obj.as_constant(), self.name, args)
         else:
             raise Unsupported(f"list.{self.name}")
         return ConstantVariable(None)
+
+
+def _fold_method(obj: Any, name: str, args: list[VariableTracker], *extra: VariableTracker,
+                 wrap: bool = True) -> VariableTracker | Any:
+    """``obj.name(*constant args, *extra)`` for real; what it raises (``[1].index(5)``: a
+    ValueError) is the program's own exception, raised inside the trace as eager would."""
+    try:
+        result = getattr(obj, name)(*(a.as_constant() for a in args), *extra)
+    except (ValueError, IndexError, TypeError) as error:
+        raise raise_real(error) from error
+    return wrap_constant(result) if wrap else result
 
 
 class SetVariable(VariableTracker):

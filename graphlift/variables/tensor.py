@@ -166,10 +166,9 @@ class TorchCallableVariable(VariableTracker):
         return type(self.fn)
 
     def call(self, tx, args, kwargs):
-        if self.fn in trace_rules.STATEFUL_TORCH_FUNCTIONS:
-            why = trace_rules.STATEFUL_TORCH_FUNCTIONS[self.fn]
-            raise Unsupported(f"torch.{self.describe()} {why}",
-                              break_type="skipped_function")
+        reason = trace_rules.stateful_reason(self.fn)
+        if reason is not None:
+            raise Unsupported(f"torch.{self.describe()} {reason}", break_type="skipped_function")
         return call_torch(tx, "call_function", self.fn, args, kwargs)
 
     def reconstruct(self, codegen: OutputCodegen) -> str:
