@@ -27,8 +27,8 @@ def allow_in_graph(fn: Callable | None = None, *, fake: Callable | None = None) 
     that runs on fake tensors: ``lambda x: torch.empty_like(x)``); otherwise graphlift reads
     ``fn``'s bytecode in a sandbox whose nodes, guards and side effects are thrown away; only if
     that sandbox cannot follow ``fn`` is ``fn`` called on fake tensors (its Python body then runs
-    once per compile, as under torch.compile). The user vouches that ``fn`` is pure: a call
-    whose result is unused may be dropped from the graph.
+    once per compile, as under torch.compile). Every call stays in the graph, its result used
+    or not, as in eager: the body may have effects graphlift cannot see.
 
     Usable as ``@allow_in_graph``, ``@allow_in_graph(fake=...)`` and ``allow_in_graph(fn)``.
     """

@@ -22,6 +22,7 @@ import torch.fx
 from torch._guards import TracingContext, tracing
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import StatelessSymbolicContext
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from graphlift import logs
 from graphlift.backends import call_graph_callable, lookup_backend
@@ -141,9 +142,13 @@ class OutputGraph:
         return bool(self.shape_env.var_to_sources)
 
     def mark_mutated(self, fake: torch.Tensor) -> None:
-        """The graph mutates this tensor in place; if it is an input, remember which."""
+        """The graph writes into this tensor; remember each input whose memory it is (the input
+        itself or a view of it)."""
+        written = storage_ref(fake)
         for graph_input in self.inputs:
-            if graph_input.fake is fake and graph_input not in self.mutated_inputs:
+            if isinstance(graph_input.fake, torch.Tensor) and \
+                    (graph_input.fake is fake or storage_ref(graph_input.fake) == written) and \
+                    graph_input not in self.mutated_inputs:
                 self.mutated_inputs.append(graph_input)
 
     # -- nodes ---------------------------------------------------------------------------------
@@ -166,11 +171,16 @@ class OutputGraph:
             self.exit_real_context()
 
     def finish(self, outputs: list[torch.fx.Node]) -> None:
-        """Add the output node, drop dead nodes and unused inputs (their guards stay)."""
+        """Add the output node; drop unused helper nodes, then unused inputs (their guards stay).
+
+        Every tensor operation the program called stays, used or not, as in eager Python (and
+        torch.compile): an unused ``torch.rand`` still advances the random stream, and an unused
+        operation may still raise. Only what the trace itself read goes when nothing uses it:
+        sizes and other symbolic numbers, and the items of a multi-output operation.
+        """
         self.graph.output(tuple(outputs))
         for node in reversed(list(self.graph.nodes)):
-            if node.op in ("call_function", "call_method") and not node.users \
-                    and not node.meta.get("mutates"):
+            if not node.users and _is_helper(node):
                 self.graph.erase_node(node)
         for graph_input in list(self.inputs):
             if not graph_input.node.users:
@@ -226,3 +236,29 @@ class OutputGraph:
                 f"backend {label!r} raised {type(error).__name__}: {error}"
             ) from error
         return gm, call_graph_callable(compiled), time.perf_counter() - start
+
+
+def _is_helper(node: torch.fx.Node) -> bool:
+    """A node that computes no tensor of its own and has no effect: a size or symbolic number
+    read for the trace, or the getitem that takes one output of a multi-output operation."""
+    if node.op not in ("call_function", "call_method") or node.meta.get("mutates"):
+        return False
+    if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node) and \
+            isinstance(node.args[0].meta.get("example_value"), (tuple, list)):
+        return True
+    return not _holds_tensor(node.meta.get("example_value"))
+
+
+def _holds_tensor(value: Any) -> bool:
+    if isinstance(value, (tuple, list)):
+        return any(_holds_tensor(v) for v in value)
+    return isinstance(value, torch.Tensor)
+
+
+def storage_ref(tensor: torch.Tensor) -> StorageWeakRef | None:
+    """A key for the memory of ``tensor``: equal for a tensor and its views (None: no storage,
+    a sparse tensor)."""
+    try:
+        return StorageWeakRef(tensor.untyped_storage())
+    except (RuntimeError, NotImplementedError, TypeError):
+        return None

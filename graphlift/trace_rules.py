@@ -185,6 +185,10 @@ TORCH_BOUND_METHOD = Rule("torch_bound_method", Kind.SKIP,
                           "a torch method bound to a real object (an optimizer, a hook "
                           "handle): running it on fake tensors could change the object",
                           "call it outside the compiled function")
+TORCH_DISTRIBUTED = Rule("torch_distributed", Kind.SKIP,
+                         "torch.distributed talks to other processes and writes into its "
+                         "tensors (all_reduce fills its argument): it runs eagerly",
+                         "accept the graph break, or call it outside the compiled function")
 TORCH_PYTHON = Rule("torch_python", Kind.GRAPH,
                     "a torch function written in Python, kept whole as one node")
 STDLIB = Rule("stdlib", Kind.SKIP, "the standard library runs eagerly", _INLINE_MODULES_HINT)
@@ -200,7 +204,7 @@ RULES = (DISABLED, ALLOW_IN_GRAPH, COMPILED_FUNCTION, POLYFILLED, POLYFILL_DECLI
          MODELLED_CLASS, IO_BUILTIN, PYTHON_BUILTIN, UNHANDLED_BUILTIN, CONSTANT_CLASS_METHOD,
          PURE_C_FUNCTION, TORCH_GLOBAL_STATE, TENSOR_METHOD, TORCH_OP, C_METHOD, CONFIG_SKIP,
          CONFIG_INLINE, GRAPHLIFT_POLYFILLS, GRAPHLIFT, TORCH_INLINE, TORCH_CLASS,
-         TORCH_BOUND_METHOD, TORCH_PYTHON,
+         TORCH_BOUND_METHOD, TORCH_DISTRIBUTED, TORCH_PYTHON,
          STDLIB, THIRD_PARTY, C_FUNCTION, USER_CODE)
 
 # Parts of torch traced like user code, by module name (a prefix matches its submodules).
@@ -342,6 +346,8 @@ def _by_module(fn: Any, module: str | None) -> Decision:
     if _prefix_match(name, ("graphlift",)):
         return Decision(Kind.SKIP, GRAPHLIFT, detail=f"module {name}")
     if _prefix_match(name, ("torch",)):
+        if _prefix_match(name, ("torch.distributed",)):
+            return Decision(Kind.SKIP, TORCH_DISTRIBUTED, detail=f"module {name}")
         if isinstance(fn, type):
             return Decision(Kind.SKIP, TORCH_CLASS, detail=f"module {name}")
         if python and _prefix_match(name, TORCH_INLINE_MODULES):

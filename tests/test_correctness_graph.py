@@ -70,6 +70,104 @@ def t(*shape: int, seed: int = 0) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
+# -- 9: dead-code removal keeps what the program called ------------------------------------------
+def _unused_rand(x):
+    torch.rand(3)
+    return x + 1
+
+
+def _unused_dropout(x):
+    torch.nn.functional.dropout(x, 0.5, training=True)
+    return x * 2
+
+
+def _only_unused_work(x):
+    y = x * 2  # noqa: F841 -- unused on purpose: torch.compile still makes a graph of it
+    return 3
+
+
+def _unused_index_raises(x):
+    x[torch.tensor([5])]  # out of range: eager raises, so must the graph
+    return x + 1
+
+
+# torch.compile 2.13 folds torch.tensor([5]) into a constant (2 ops) and its graph returns x + 1
+# without raising; graphlift's graph raises IndexError, as eager does.
+DIFFERENT_FROM_DYNAMO = {_unused_index_raises: (1, 3)}
+
+
+@pytest.mark.parametrize("fn", [_unused_rand, _unused_dropout, _only_unused_work,
+                                _unused_index_raises], ids=operator.attrgetter("__name__"))
+def test_item09_random_ops_survive_dce(fn, capsys):
+    def make(i):
+        torch.manual_seed(i)  # the same random stream for the eager and the compiled call
+        return (torch.ones(3),)
+
+    counter = CompileCounter()
+    compiled = graphlift.compile(fn, backend=counter)
+    for i in range(2):
+        eager = outcome(fn, *make(i))
+        eager_next = torch.rand(4)  # where the random stream stands after the call
+        got = outcome(compiled, *make(i))
+        assert_same_outcome(eager, got)
+        assert torch.equal(torch.rand(4), eager_next), "the call drew another amount of random"
+    expected = DIFFERENT_FROM_DYNAMO.get(fn) or dynamo_counts(fn, torch.ones(3))
+    assert (counter.frame_count, counter.op_count) == expected
+
+
+# -- 11: calls that write into a tensor are never folded away ---------------------------------
+@pytest.fixture
+def process_group():
+    """A gloo process group of one rank (collectives then write their own input back)."""
+    dist = pytest.importorskip("torch.distributed")
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("torch.distributed with gloo is not available")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    yield dist
+    dist.destroy_process_group()
+
+
+def _all_reduce(x):
+    t = x.clone()
+    torch.distributed.all_reduce(t)
+    return t * 2
+
+
+def _scatter_into(x):
+    t = torch.zeros(3)
+    torch.distributed.scatter(t, [x + 1], src=0)  # with one rank: t becomes x + 1
+    return t * 2
+
+
+@pytest.mark.parametrize("fn", [_all_reduce, _scatter_into], ids=operator.attrgetter("__name__"))
+def test_item11_collectives_are_not_folded(fn, process_group, capsys):
+    counter = compare(fn, lambda i: (t(3, seed=i),), capsys)
+    explained = graphlift.explain(fn)(t(3))
+    # A graph break at the collective: it runs eagerly, between two graphs.
+    assert explained.graph_break_count == 1 and counter.frame_count == 2
+    assert "torch_distributed" in str(explained.break_reasons[0])
+
+
+@torch.library.custom_op("graphlift_test::fill_ones", mutates_args=("x",))
+def _fill_ones(x: torch.Tensor) -> None:
+    x.fill_(1)
+
+
+def _writes_through_custom_op(x):
+    y = x.clone()
+    torch.ops.graphlift_test.fill_ones(y)  # returns None: only the write says it did something
+    torch.ops.graphlift_test.fill_ones(x)  # an input: written back, guarded as written
+    return y + 1
+
+
+def test_item11_a_call_that_writes_into_a_tensor_is_a_node(capsys):
+    counter = compare(_writes_through_custom_op, lambda i: (t(3, seed=i),), capsys)
+    assert counter.frame_count == 1
+    targets = [n.target for n in counter.graphs[0].graph.nodes]
+    assert targets.count(torch.ops.graphlift_test.fill_ones) == 2
+    assert counter.frame_count == dynamo_counts(_writes_through_custom_op, t(3))[0]
+
+
 # -- 15: the aliasing guard of a mutated input after unused inputs are dropped -------------------
 W15 = torch.zeros(3)
 

@@ -1532,9 +1532,9 @@ def unbound_after_branch(x):
     return y  # noqa: F821 (UnboundLocalError when the branch is not taken, as in eager)
 
 
-# graphlift drops the dead x + 1 (no graph); torch.compile keeps a graph for it: (1, 1).
-# As above: the resume function raises UnboundLocalError from a frame that runs eagerly.
-@case(0, 2, tc=(1, 1))
+# The dead x + 1 is a graph, as in torch.compile. As above: the resume function raises
+# UnboundLocalError from a frame that runs eagerly, a break of its own.
+@case(1, 2, tc=(1, 1))
 def deleted_local_read_after_break(x):
     a = x + 1
     del a

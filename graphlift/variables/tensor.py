@@ -1,9 +1,10 @@
 """Tensors and the torch callables that put nodes into the graph.
 
 A tensor operation runs on fake tensors first: that gives the result's metadata without touching
-real data. Only when the result holds a tensor or a symbolic size (or the operation mutates a
-tensor) does a node go into the graph; metadata queries such as ``x.dim()`` fold to constants, and
-so do sizes, except dynamic ones (see :mod:`graphlift.variables.symbolic`).
+real data. Only when the result holds a tensor or a symbolic size, or the operation writes into a
+tensor or has another effect (what :class:`EffectRecorder` sees it do on fake tensors), does a node
+go into the graph; metadata queries such as ``x.dim()`` fold to constants, and so do sizes, except
+dynamic ones (see :mod:`graphlift.variables.symbolic`).
 """
 
 from __future__ import annotations
@@ -14,14 +15,17 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
+import torch.utils._pytree as pytree
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
     UnsupportedOperatorException,
 )
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from graphlift import trace_rules
 from graphlift.exc import Unsupported
+from graphlift.output_graph import storage_ref
 from graphlift.variables.base import VariableTracker, raise_real
 from graphlift.variables.constant import ConstantVariable, is_constant_value, wrap_constant
 from graphlift.variables.containers import (
@@ -186,25 +190,33 @@ def call_torch(tx: InstructionTranslator, op: str, target: Any, args: list[Varia
     """
     fake_args = [to_fake(a) for a in args]
     fake_kwargs = {k: to_fake(v) for k, v in kwargs.items()}
+    effects = EffectRecorder([*fake_args, *fake_kwargs.values()])
     if fake_result is not None:
         result = fake_result(fake_args, fake_kwargs)
+        effects.effectful = True  # an allow_in_graph body is opaque: it may do anything
     else:
-        result = _run_fake(tx, op, target, fake_args, fake_kwargs)
+        result = _run_fake(tx, op, target, fake_args, fake_kwargs, effects)
     tx.output.note_guards()
-    mutates = _is_mutating(op, target, kwargs)
-    if not mutates and not _contains_graph_value(result):
+    mutates = _is_mutating(op, target, kwargs) or bool(effects.written)
+    # A call that writes into a tensor or has other effects is a node even when its result is
+    # a constant (None): folding it away would lose the write.
+    keep = mutates or effects.effectful
+    if not keep and not _contains_graph_value(result):
         return wrap_constant(concrete(result))
     node = tx.output.create_node(op, target, tuple(to_fx(a) for a in args),
-                                 {k: to_fx(v) for k, v in kwargs.items()}, mutates)
+                                 {k: to_fx(v) for k, v in kwargs.items()}, keep)
+    node.meta["example_value"] = result
     if mutates and args:
         tx.mark_mutated(args[0])
+    for fake in effects.written:
+        tx.output.mark_mutated(fake)
     return wrap_result(tx, node, result, args)
 
 
-def _run_fake(tx, op, target, fake_args, fake_kwargs):
+def _run_fake(tx, op, target, fake_args, fake_kwargs, effects: EffectRecorder):
     name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
     try:
-        with tx.output.fake_mode:
+        with tx.output.fake_mode, effects:
             if op == "call_method":
                 return getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
             return target(*fake_args, **fake_kwargs)
@@ -220,6 +232,47 @@ def _run_fake(tx, op, target, fake_args, fake_kwargs):
         raise Unsupported(f"{name} raised {type(error).__name__} while tracing: {error}",
                           break_type="torch_error",
                           hints=("the same call probably raises when run eagerly",)) from error
+
+
+class EffectRecorder(TorchDispatchMode):
+    """Watches the aten ops one traced call runs on fake tensors, for what its result cannot
+    show: writes into the call's own tensor arguments (a custom op or a torch function that fills
+    an argument and returns None), and effects beyond the outputs (a random draw, a collective,
+    an op that returns nothing)."""
+
+    def __init__(self, arguments: list[Any]) -> None:
+        super().__init__()
+        tensors = [a for a in pytree.tree_leaves(arguments) if isinstance(a, torch.Tensor)]
+        self._arguments = {ref: t for t in tensors if (ref := storage_ref(t)) is not None}
+        self.written: list[torch.Tensor] = []  # arguments written into, each once
+        self.effectful = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        schema = func._schema
+        if func.namespace in UNANNOTATED_WRITERS:
+            self._wrote(pytree.tree_leaves((args, kwargs)))
+        elif schema.is_mutable:
+            for i, argument in enumerate(schema.arguments):
+                if argument.alias_info is not None and argument.alias_info.is_write:
+                    value = args[i] if i < len(args) else kwargs.get(argument.name)
+                    self._wrote(pytree.tree_leaves(value))
+        if func.namespace in UNANNOTATED_WRITERS or not schema.returns or \
+                torch.Tag.nondeterministic_seeded in func.tags:
+            self.effectful = True
+        return func(*args, **kwargs)
+
+    def _wrote(self, values: list[Any]) -> None:
+        for value in values:
+            argument = self._arguments.get(storage_ref(value)) \
+                if isinstance(value, torch.Tensor) else None
+            if argument is not None and all(argument is not w for w in self.written):
+                self.written.append(argument)
+
+
+# Operator namespaces whose ops write into their tensor arguments without saying so in the
+# schema: c10d's collectives (allreduce_ fills its tensors in place).
+UNANNOTATED_WRITERS = frozenset({"c10d"})
 
 
 def _is_mutating(op: str, target: Any, kwargs: dict) -> bool:
