@@ -174,8 +174,10 @@ class _Attempt:
             setter = codegen.constant(torch._C._set_grad_enabled)
             tail = [f"{setter}({grad_mode_after})", *tail]
         has_graph = output.op_count > 0
+        # Also without a graph: the trace folds values read from grad mode, autocast and the
+        # default dtype (torch.is_grad_enabled(), (x * 2).requires_grad, torch.ones(1).dtype).
+        guards.global_state()
         if has_graph:
-            guards.global_state()
             _guard_mutated_inputs(output, guards)
         _guard_mutated_objects(output, guards, tracer.builder.mutable_inputs())
         graph_module = graph_callable = None

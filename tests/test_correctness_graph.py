@@ -11,6 +11,7 @@ PYTEST_DONT_REWRITE: the bytecode of the cases must be what the user wrote.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +20,7 @@ import pytest
 import torch
 import torch._dynamo
 import torch._dynamo.testing
-from corpus.harness import Outcome, assert_same_outcome
+from corpus.harness import Outcome, assert_same, assert_same_outcome
 
 import graphlift
 from graphlift.testing import CompileCounter
@@ -166,6 +167,44 @@ def test_item11_a_call_that_writes_into_a_tensor_is_a_node(capsys):
     targets = [n.target for n in counter.graphs[0].graph.nodes]
     assert targets.count(torch.ops.graphlift_test.fill_ones) == 2
     assert counter.frame_count == dynamo_counts(_writes_through_custom_op, t(3))[0]
+
+
+# -- 13: a frame without a graph still guards the global state it folded -------------------------
+def _reads_grad_mode(x):
+    return torch.is_grad_enabled(), x.shape[0]
+
+
+def _reads_default_dtype(x):
+    return torch.get_default_dtype(), x
+
+
+def _needs_grad(x):
+    return x.requires_grad and torch.is_grad_enabled()
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype):
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+@pytest.mark.parametrize("fn", [_reads_grad_mode, _reads_default_dtype, _needs_grad],
+                         ids=operator.attrgetter("__name__"))
+def test_item13_graphless_frames_guard_global_state(fn, capsys):
+    counter = CompileCounter()
+    compiled = graphlift.compile(fn, backend=counter)
+    x = t(3).requires_grad_()
+    for state in (contextlib.nullcontext(), torch.no_grad(), _default_dtype(torch.float64),
+                  contextlib.nullcontext()):
+        with state:
+            assert_same(fn(x), compiled(x))
+    assert counter.frame_count == 0
+    # One entry per global state; back in the first state, the first entry is hit again.
+    assert graphlift.stats(compiled).compiles == 3
 
 
 # -- 15: the aliasing guard of a mutated input after unused inputs are dropped -------------------
