@@ -150,18 +150,78 @@ class OutputCodegen:
         function = fn.reconstruct(self)
         return f"{self.constant(self.wrappers.function)}({function}, {self.constant(options)})"
 
+    def fork(self) -> OutputCodegen:
+        """A codegen for another path of the run function (the one taken when the graph
+        raises): the same namespace, temporaries of its own, and no graph outputs to use."""
+        other = OutputCodegen(self.wrappers)
+        other.namespace = self.namespace
+        return other
+
+    def on_graph_error(self, grad_mode: bool | None, autocast_devices: tuple[str, ...],
+                       writes: list[str]) -> tuple[list[str], list[str]]:
+        """(before the graph, when it raises): what puts global state back when the graph
+        raises, as leaving the with blocks would; then ``writes`` (see
+        ``SideEffects.replay_before_ops``). ``grad_mode``: the mode to leave the frame in, or
+        None where the graph cannot have changed it."""
+        before: list[str] = []
+        restore: list[str] = []
+        if grad_mode is not None:
+            restore.append(f"{self.constant(torch._C._set_grad_enabled)}({grad_mode})")
+        if autocast_devices:
+            before.append(f"__gl_autocast = {self.constant(AutocastState)}"
+                          f"({self.constant(autocast_devices)})")
+            restore.append("__gl_autocast.restore()")
+        return before, [*restore, *writes]
+
     def build(self, params: tuple[str, ...], tail: list[str], graph: Callable | None,
-              input_sources: list[Source]) -> tuple[Callable, str]:
-        """Write and exec the run function: call the graph, then ``tail`` (which returns)."""
+              input_sources: list[Source],
+              on_error: tuple[list[str], list[str]] = ([], [])) -> tuple[Callable, str]:
+        """Write and exec the run function: call the graph, then ``tail`` (which returns).
+        ``on_error`` (see :meth:`on_graph_error`) runs before the graph and when it raises."""
         lines = [f"def __gl_run({', '.join(params)}):"]
         if graph is not None:
             self.namespace["__gl_graph"] = graph
             call_args = ", ".join(self.source_expr(s) for s in input_sources)
-            lines.append(f"    __gl_out = __gl_graph({call_args})")
+            call = f"__gl_out = __gl_graph({call_args})"
+            before, restore = on_error
+            lines.extend(f"    {statement}" for statement in before)
+            if restore:
+                lines += ["    try:", f"        {call}", "    except BaseException:",
+                          *(f"        {statement}" for statement in restore), "        raise"]
+            else:
+                lines.append(f"    {call}")
         lines.extend(f"    {statement}" for statement in tail)
         source = "\n".join(lines) + "\n"
         exec(compile(source, "<graphlift run>", "exec"), self.namespace)  # noqa: S102
         return self.namespace["__gl_run"], source
+
+
+class AutocastState:
+    """Autocast's process state before a graph that enters autocast blocks, put back when the
+    graph raises (its ``_exit_autocast`` nodes never ran), as each block's exit would."""
+
+    def __init__(self, devices: tuple[str, ...]) -> None:
+        self.devices = devices
+        self.modes = [(torch.is_autocast_enabled(d), torch.get_autocast_dtype(d))
+                      for d in devices]
+        self.cache_enabled = torch.is_autocast_cache_enabled()
+        self.nesting = _autocast_nesting()
+
+    def restore(self) -> None:
+        for device, (enabled, dtype) in zip(self.devices, self.modes):
+            torch.set_autocast_enabled(device, enabled)
+            torch.set_autocast_dtype(device, dtype)
+        torch.set_autocast_cache_enabled(self.cache_enabled)
+        for _ in range(_autocast_nesting() - self.nesting):
+            if torch.autocast_decrement_nesting() == 0:
+                torch.clear_autocast_cache()  # left the outermost block, as its exit does
+
+
+def _autocast_nesting() -> int:
+    """How many autocast blocks are open (torch only tells by changing the count)."""
+    depth = torch.autocast_increment_nesting() - 1
+    torch.autocast_decrement_nesting()
+    return depth
 
 
 # -- the run function's tail at a graph break --------------------------------------------------

@@ -27,7 +27,7 @@ from graphlift.exc import Unsupported
 from graphlift.graph_break import GraphBreak, report
 from graphlift.guards import GuardBuilder
 from graphlift.output_graph import OutputGraph
-from graphlift.resume import resumable_break
+from graphlift.resume import GradModeExit, resumable_break
 from graphlift.sources import FN_NAME, GLOBALS_NAME
 from graphlift.translator import InstructionTranslator, TranslationError
 
@@ -159,6 +159,7 @@ class _Attempt:
             else:
                 tail = BreakTail(tracer, codegen, state, self.options).statements()
             replay = output.side_effects.replay(codegen)
+            early_writes = output.side_effects.replay_before_ops(codegen.fork())
         finally:
             output.restore_global_state()
             torch._C._set_grad_enabled(grad_mode)  # tracing follows the frame's grad switches
@@ -190,10 +191,24 @@ class _Attempt:
         compiled_guards = guards.compile(signature.params)
         body = [*codegen.statements, *replay, *tail]
         run, run_source = codegen.build(signature.params, body, graph_callable,
-                                        [graph_input.source for graph_input in output.inputs])
+                                        [graph_input.source for graph_input in output.inputs],
+                                        self._on_graph_error(output, codegen, early_writes))
         _log_guards(fn, self.compile_id, compiled_guards.source, compiled_guards.texts())
         return CacheEntry(self.compile_id, self.options, compiled_guards, run, run_source,
                           graph_module)
+
+
+    def _on_graph_error(self, output: OutputGraph, codegen: OutputCodegen,
+                        early_writes: list[str]) -> tuple[list[str], list[str]]:
+        """What the run function does when the graph raises: leave grad mode and autocast as
+        the frame's with blocks would, and apply the writes eager made before the first tensor
+        operation. The mode to leave: the one from before the outermost grad-mode block the
+        frame starts in (a resume function's GradModeExit), else the mode it was entered in."""
+        entered = self.guards.initial_state[0]
+        leave = next((a.previous for a in self.args[2:] if isinstance(a, GradModeExit)),
+                     entered)
+        grad_mode = leave if output.switches_grad_mode() or leave != entered else None
+        return codegen.on_graph_error(grad_mode, output.autocast_devices(), early_writes)
 
 
 def _record_break(fn: types.FunctionType, state: ExtraState, error: Unsupported) -> None:

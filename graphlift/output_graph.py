@@ -38,6 +38,10 @@ from graphlift.exc import BackendCompilerFailed
 from graphlift.side_effects import SideEffects
 from graphlift.sources import Source, placeholder_name
 
+# Nodes that switch process state for the operations after them; they never raise.
+STATE_SWITCHES = frozenset({torch._C._set_grad_enabled, torch.amp._enter_autocast,
+                            torch.amp._exit_autocast})
+
 
 @dataclass(eq=False)
 class GraphInput:
@@ -154,9 +158,20 @@ class OutputGraph:
     # -- nodes ---------------------------------------------------------------------------------
     def create_node(self, op: str, target: Any, args: tuple, kwargs: dict,
                     mutates: bool = False) -> torch.fx.Node:
+        if target not in STATE_SWITCHES:
+            self.side_effects.before_first_op()  # the first one that can raise
         node = self.graph.create_node(op, target, args, kwargs)
         node.meta["mutates"] = mutates
         return node
+
+    def switches_grad_mode(self) -> bool:
+        """Whether the graph changes grad mode (a with block in it)."""
+        return any(n.target is torch._C._set_grad_enabled for n in self.graph.nodes)
+
+    def autocast_devices(self) -> tuple[str, ...]:
+        """The device types of the autocast blocks the graph enters."""
+        return tuple(sorted({n.args[0] for n in self.graph.nodes
+                             if n.target is torch.amp._enter_autocast}))
 
     def enter_real_context(self, context: Any) -> None:
         """A context (autocast) entered for real while tracing; undone at the end of the trace."""

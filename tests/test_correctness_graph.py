@@ -116,6 +116,83 @@ def test_item09_random_ops_survive_dce(fn, capsys):
     assert (counter.frame_count, counter.op_count) == expected
 
 
+# -- 10: when the graph raises: global state restored, earlier writes applied -------------------
+@torch.library.custom_op("graphlift_test::fails_when_negative", mutates_args=())
+def _fails_when_negative(x: torch.Tensor) -> torch.Tensor:
+    if bool((x < 0).any()):
+        raise ValueError("negative input")
+    return x.clone()
+
+
+@_fails_when_negative.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+class Box:
+    pass
+
+
+FLAG10 = None
+
+
+def _writes_then_raises_in_no_grad(x, lst, d, box):
+    global FLAG10
+    lst.append(1)
+    d["seen"] = len(lst)
+    box.count = 3
+    FLAG10 = ("set", d["seen"])
+    with torch.no_grad():
+        y = torch.ops.graphlift_test.fails_when_negative(x * 2)
+    return y
+
+
+def _raises_in_autocast(x, lst, d, box):
+    lst.append("in")
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = torch.ops.graphlift_test.fails_when_negative(x @ torch.eye(2))
+    return y
+
+
+def _raises_in_resumed_no_grad(x, lst, d, box):
+    d["before"] = 0
+    with torch.no_grad():
+        print("break")  # the resume function starts inside the block
+        y = torch.ops.graphlift_test.fails_when_negative(x + 1)
+    return y
+
+
+def _global_state():
+    return (torch.is_grad_enabled(), torch.is_autocast_enabled("cpu"),
+            torch.get_autocast_dtype("cpu"))
+
+
+@pytest.mark.parametrize("fn", [_writes_then_raises_in_no_grad, _raises_in_autocast,
+                                _raises_in_resumed_no_grad], ids=operator.attrgetter("__name__"))
+def test_item10_graph_raises_restores_state_and_applies_earlier_writes(fn, capsys):
+    def make(i):  # compiled on the first call; the graph raises on the odd ones
+        x = torch.tensor([[1.0, 2.0], [3.0, 4.0]]) if i % 2 == 0 else \
+            torch.tensor([[1.0, -2.0], [-3.0, -4.0]])
+        return x, [], {}, Box()
+
+    counter = CompileCounter()
+    compiled = graphlift.compile(fn, backend=counter)
+    global FLAG10
+    for i in range(4):
+        state = _global_state()
+        FLAG10 = None
+        eager = outcome(fn, *make(i))
+        eager_out, eager_flag = capsys.readouterr().out, FLAG10
+        FLAG10 = None
+        got = outcome(compiled, *make(i))
+        assert capsys.readouterr().out == eager_out
+        assert _global_state() == state, "the raising graph left grad mode or autocast changed"
+        assert FLAG10 == eager_flag
+        assert (eager.error is None) == (i % 2 == 0)
+        assert_same_outcome(eager, got)  # the arguments too: the writes made before the graph
+    assert counter.frame_count == 1 and graphlift.stats(compiled).compiles == 1
+
+
 # -- 11: calls that write into a tensor are never folded away ---------------------------------
 @pytest.fixture
 def process_group():
