@@ -27,9 +27,12 @@ from graphlift.exc import Unsupported
 from graphlift.graph_break import GraphBreak, report
 from graphlift.guards import GuardBuilder
 from graphlift.output_graph import OutputGraph
-from graphlift.resume import GradModeExit, resumable_break
+from graphlift.resume import CO_GENERATOR_LIKE, GradModeExit, resumable_break
 from graphlift.sources import FN_NAME, GLOBALS_NAME
 from graphlift.translator import InstructionTranslator, TranslationError
+
+# Code flags of functions whose call returns a suspended frame, and what that frame is called.
+FRAME_OBJECT_KINDS = ((0x20, "generator"), (0x80, "coroutine"), (0x200, "async generator"))
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,6 +110,8 @@ def convert_frame(fn: types.FunctionType, state: ExtraState, args: tuple,
     if logs.enabled("bytecode"):
         logs.emit("bytecode", f"ORIGINAL BYTECODE {fn.__qualname__} {state.location}\n"
                   f"{bytecode.dump(fn.__code__)}")
+    if fn.__code__.co_flags & CO_GENERATOR_LIKE:
+        return _generator_entry(fn, state, signature, compile_id, options)
     attempt = _Attempt(fn, state, args, options, wrappers, signature, compile_id)
     try:
         return attempt.compile(break_at=None)
@@ -239,6 +244,23 @@ def _guard_mutated_objects(output: OutputGraph, guards: GuardBuilder,
             if other is not tracker and other.source is not None and tracker.source is not None \
                     and other.python_type() is tracker.python_type():
                 guards.not_aliased(tracker.source, other.source)
+
+
+def _generator_entry(fn: types.FunctionType, state: ExtraState, signature: FrameSignature,
+                     compile_id: str, options: CompileOptions) -> CacheEntry:
+    """A generator or coroutine function runs its original code: calling it makes the real
+    generator (coroutine) object, whose frame outlives the call (torch.compile skips these frames
+    too). Generators called from a compiled frame are inlined lazily instead."""
+    kind = next(name for flag, name in FRAME_OBJECT_KINDS if fn.__code__.co_flags & flag)
+    error = Unsupported(f"{fn.__qualname__} is a {kind} function: its frame outlives the call "
+                        f"that makes the {kind} object", location=state.location,
+                        hints=("call it from a compiled function, which inlines the "
+                               f"{kind}'s body" if kind == "generator" else
+                               "compile the functions the coroutine calls",))
+    if options.fullgraph:
+        raise error
+    return _eager_entry(fn, state, signature, GuardBuilder(), compile_id, options, error,
+                        f"the {kind} function runs its original code")
 
 
 def _eager_entry(fn: types.FunctionType, state: ExtraState, signature: FrameSignature,
