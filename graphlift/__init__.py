@@ -33,8 +33,8 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
     cache:       cache  -- ExtraState and CacheEntry in the code object's extra slot
     codegen:     codegen  -- the generated run function, and its tail at a graph break
     translation: translator  -- the symbolic interpreter: one method per opcode
-    variables:   variables.base, variables.constant, variables.iterators, variables.containers,
-                 variables.exceptions, variables.context, variables.symbolic, variables.tensor,
+    variables:   variables.base, variables.constant, variables.containers, variables.exceptions,
+                 variables.iterators, variables.context, variables.symbolic, variables.tensor,
                  variables.functions, variables.objects, variables.builtins,
                  variables.collections, variables.callables, variables.nn_module,
                  variables.builder, variables  -- VariableTrackers, one kind per module; the

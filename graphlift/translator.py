@@ -57,7 +57,7 @@ from graphlift.variables.functions import (
     UserFunctionVariable,
     bind_arguments,
 )
-from graphlift.variables.iterators import IteratorVariable
+from graphlift.variables.iterators import GeneratorVariable, IteratorVariable
 from graphlift.variables.nn_module import NNModuleVariable
 from graphlift.variables.objects import ClassVariable, UserObjectVariable, bind_class_attr
 from graphlift.variables.symbolic import (
@@ -119,6 +119,10 @@ MAX_STEPS = 200_000
 # Recursion is followed to this many nested calls; deeper recursion falls back to eager.
 MAX_INLINE_DEPTH = 48
 
+CO_GENERATOR = 0x20
+# A call of these returns a coroutine or an async generator: awaiting is not traced.
+CO_ASYNC = 0x80 | 0x200
+
 
 class TranslationError(GraphliftError):
     """graphlift itself failed while translating; the original error is chained."""
@@ -152,6 +156,7 @@ class InstructionTranslator:
         self.guards = guards
         self.builder = VariableBuilder(self)
         self.unread_arguments = dict(arguments)  # wrapped lazily: unread arguments get no guards
+        self.generators: list[GeneratorVariable] = []  # every one made while tracing the frame
         cells = [CellVariable(contents_source=ClosureSource(name, i), real_cell=cell)
                  for i, (name, cell) in enumerate(zip(fn.__code__.co_freevars,
                                                       fn.__closure__ or ()))]
@@ -173,7 +178,8 @@ class InstructionTranslator:
         self.inst: Instruction | None = None
         self.kw_names: tuple[str, ...] = ()
         self.return_value: VariableTracker | None = None
-        self.yielded: list[VariableTracker] | None = None  # set while inlining a generator
+        self.is_generator = False  # the frame of a generator: it stops at each yield
+        self.yielded_value: VariableTracker | None = None  # what the last YIELD_VALUE yielded
         self.current_exception: VariableTracker | None = None  # inside an except block
 
     def inline_call(self, fn: BaseUserFunctionVariable, args: list[VariableTracker],
@@ -181,12 +187,23 @@ class InstructionTranslator:
         """Trace a call to a user function into the current graph; returns its result."""
         if self.depth >= MAX_INLINE_DEPTH:
             raise Unsupported(f"inlining deeper than {MAX_INLINE_DEPTH} calls (recursion?)")
+        if fn.code.co_flags & CO_ASYNC:
+            raise Unsupported(f"calling the async function {fn.describe()}: coroutines and "
+                              "async generators are not traced", break_type="unsupported_call")
         bound = bind_arguments(fn.code, args, kwargs, fn.defaults(self), fn.kwdefaults(self))
         inliner = InliningTranslator(self, fn, bound)
-        result = inliner.run()
-        if inliner.yielded is not None:
-            return IteratorVariable(inliner.yielded, returned=result)
-        return result
+        if fn.code.co_flags & CO_GENERATOR:
+            return self.inline_generator(inliner, fn, args, kwargs)
+        return inliner.run()
+
+    def inline_generator(self, frame: InliningTranslator, fn: BaseUserFunctionVariable,
+                         args: list[VariableTracker],
+                         kwargs: dict[str, VariableTracker]) -> GeneratorVariable:
+        """A call of a generator function: its frame, not started (nothing of the body runs)."""
+        frame.is_generator = True
+        generator = GeneratorVariable(frame, fn, args, kwargs)
+        self.root().generators.append(generator)
+        return generator
 
     # -- what trackers ask of the translator (variables get it as ``tx``, never import it) ------
     def wrap_unguarded(self, value: Any) -> VariableTracker:
@@ -213,11 +230,97 @@ class InstructionTranslator:
                         self.instructions[self.ip].offset == self.break_at:
                     self.break_state = BreakState(self.instructions[self.ip], list(self.stack),
                                                   dict(self.symbolic_locals), self.kw_names)
-                    return None
+                    break
                 self.step()
-            return self.return_value
         finally:
             self.output.tracers.pop()
+        if self.root() is self:
+            self.check_generators_left_open()
+        return self.return_value
+
+    def check_generators_left_open(self) -> None:
+        """Eager Python closes a suspended generator when its last reference goes, which runs
+        the handler of a try or with block around its yield: a point the trace cannot know."""
+        for generator in self.generators:
+            if generator.left_open():
+                raise Unsupported(f"the generator {generator.describe()} is left suspended "
+                                  "inside a try or with block: closing it runs code at a point "
+                                  "the trace cannot know", hints=(
+                                      "exhaust the generator, or close() it explicitly",))
+
+    # -- generator frames (the translator of an inlined generator) ------------------------------
+    def resume_generator(self, sent: VariableTracker | None) -> VariableTracker | None:
+        """Run this generator's frame on to its next yield (the value yielded) or its end
+        (None; ``return_value`` is what it returned). ``sent`` is the value of the yield
+        expression it is suspended at (None when it has not started)."""
+        if sent is not None:
+            self.push(sent)
+        return self._run_to_yield(None, None)
+
+    def throw_into_generator(self, exception: ExceptionVariable) -> VariableTracker | None:
+        """Raise ``exception`` where this generator is suspended (in its ``yield from``
+        delegate first), then run on to the next yield or the end."""
+        delegate = self.yield_from_delegate()
+        if not isinstance(delegate, GeneratorVariable):
+            return self._run_to_yield(exception, self.inst)
+        if issubclass(exception.cls, GeneratorExit):
+            delegate.close()
+            return self._run_to_yield(exception, self.inst)
+        try:
+            item = delegate.throw_item(exception)
+        except TracedException as error:
+            self._end_yield_from()  # the delegate's exception is raised after its loop
+            return self._run_to_yield(self._exception_of(error), self.instructions[self.ip - 1])
+        if item is not None:
+            return item  # the delegate yielded: this frame stays where it is
+        self._end_yield_from()
+        returned = delegate.returned
+        return self.resume_generator(returned if returned is not None else ConstantVariable(None))
+
+    def yield_from_delegate(self) -> VariableTracker | None:
+        """The iterator a ``yield from`` suspended here delegates to (RESUME 2 follows the
+        yield, with the delegate on the stack), else None."""
+        following = self.instructions[self.ip] if self.ip < len(self.instructions) else None
+        if following is None or following.opname != "RESUME" or following.arg != 2:
+            return None
+        return self.peek()
+
+    def suspended_in_handler(self) -> bool:
+        """Whether the yield this generator is suspended at is inside a try or with block."""
+        return bytecode.exception_handler(self.code, self.inst.offset) is not None
+
+    def _end_yield_from(self) -> None:
+        """Leave the ``yield from`` loop as SEND does when its delegate ends: the delegate is
+        popped and the frame goes on after the loop."""
+        self.pop()
+        jump_back = self.instructions[self.ip + 1]  # after RESUME 2: the jump back to SEND
+        send = self.instructions[self.index_of_offset[jump_back.argval]]
+        self.ip = self.index_of_offset[send.argval]
+
+    def _run_to_yield(self, exception: ExceptionVariable | None,
+                      at: Instruction | None) -> VariableTracker | None:
+        self.output.tracers.append(self)
+        try:
+            if exception is not None:
+                self.unwind(TracedException(exception), at)
+            while self.return_value is None:
+                self.step()
+                if self.yielded_value is not None:
+                    value, self.yielded_value = self.yielded_value, None
+                    return value
+            return None
+        except TracedException as error:
+            if issubclass(error.cls, StopIteration):  # PEP 479
+                raise TracedException(stop_iteration_error(self._exception_of(error))) from None
+            raise
+        finally:
+            self.output.tracers.pop()
+
+    @staticmethod
+    def _exception_of(error: TracedException) -> ExceptionVariable:
+        if error.exception is None:  # raised by folding: its tracker is made here, once
+            error.exception = ExceptionVariable.from_real(error.real)
+        return error.exception
 
     def step(self) -> None:
         inst = self.instructions[self.ip]
@@ -285,9 +388,7 @@ class InstructionTranslator:
         del self.stack[entry.depth:]
         if entry.lasti:
             self.push(ConstantVariable(inst.offset))
-        if error.exception is None:  # raised by folding: its tracker is made here, once
-            error.exception = ExceptionVariable.from_real(error.real)
-        self.push(error.exception)
+        self.push(self._exception_of(error))
         self.ip = self.index_of_offset[entry.target]
 
     def jump(self, inst: Instruction) -> None:
@@ -435,15 +536,13 @@ class InstructionTranslator:
                                          self.globals_source))
 
     def RETURN_GENERATOR(self, inst: Instruction) -> None:
-        # Inlined generators run to completion, collecting what they yield.
-        self.yielded = []
-        self.push(ConstantVariable(None))
+        if not self.is_generator:
+            raise Unsupported("a generator's frame run as a plain function")
+        self.push(ConstantVariable(None))  # popped at once: the frame starts at the first next()
 
     def YIELD_VALUE(self, inst: Instruction) -> None:
-        if self.yielded is None:
-            raise Unsupported("yield outside an inlined generator")
-        self.yielded.append(self.pop())
-        self.push(ConstantVariable(None))  # the value sent back in: next() sends None
+        # The frame stops here; resume_generator pushes the value sent back in.
+        self.yielded_value = self.pop()
 
     # -- calls ---------------------------------------------------------------------------------
     def KW_NAMES(self, inst: Instruction) -> None:
@@ -479,7 +578,7 @@ class InstructionTranslator:
     def STORE_ATTR(self, inst: Instruction) -> None:
         obj = self.pop()
         value = self.pop()
-        if not isinstance(obj, UserObjectVariable):
+        if not isinstance(obj, (UserObjectVariable, ExceptionVariable)):
             raise Unsupported(f"attribute assignment on {obj!r}", break_type="side_effect")
         obj.store_attr(self, inst.argval, value)
 
@@ -540,7 +639,7 @@ class InstructionTranslator:
         """``+``, ``*`` and ``+=`` on tuples and lists of trackers."""
         if op is operator.iadd and isinstance(left, ListVariable):
             left.check_mutable(self)
-            left.items.extend(right.unpack(self))
+            left.items.extend(right.iterate(self))  # item by item, as list.extend
             return left
         if op in (operator.add, operator.iadd) and type(right) is type(left):
             return type(left)(left.items + right.items)
@@ -870,11 +969,10 @@ class InstructionTranslator:
         self.GET_ITER(inst)
 
     def SEND(self, inst: Instruction) -> None:
-        self.pop()  # the value sent in: inlined generators are driven by next(), which sends None
-        item = self.peek().next_item()
+        sent = self.pop()
+        item = self.peek().send_item(sent)
         if item is None:
-            delegate = self.pop()
-            returned = getattr(delegate, "returned", None)
+            returned = self.pop().returned  # r = yield from gen()
             self.push(returned if returned is not None else ConstantVariable(None))
             self.jump(inst)
         else:
@@ -1007,6 +1105,13 @@ def _rebind(scratch: Any, value: VariableTracker) -> VariableTracker:
     raise GraphliftError(f"the sandbox cannot take {value!r}")
 
 
+def stop_iteration_error(stop: ExceptionVariable) -> ExceptionVariable:
+    """What a StopIteration leaving a generator's frame becomes (PEP 479)."""
+    error = ExceptionVariable(RuntimeError, [ConstantVariable("generator raised StopIteration")])
+    error.cause = error.context = stop
+    return error
+
+
 def fold_operator(op: Any, *values: Any) -> VariableTracker:
     """Apply an operator to constants for real; an exception it raises is raised in the trace."""
     try:
@@ -1060,8 +1165,9 @@ def is_same(tx: InstructionTranslator, left: VariableTracker, right: VariableTra
 
 
 _NO_OBJECT = object()
-# Trackers of objects with identity: lists, dicts, sets and user objects.
-MUTABLE_TRACKERS = (ListVariable, DictVariable, SetVariable, UserObjectVariable, TensorVariable)
+# Trackers of objects with identity: containers, user objects, tensors, generators, exceptions.
+MUTABLE_TRACKERS = (ListVariable, DictVariable, SetVariable, UserObjectVariable, TensorVariable,
+                    GeneratorVariable, ExceptionVariable)
 
 
 # Opcodes refused, grouped by why. Each one makes the frame fall back (or raise under fullgraph).

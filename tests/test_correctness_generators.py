@@ -15,9 +15,11 @@ PYTEST_DONT_REWRITE: the cases' bytecode must be what the user wrote.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import copy
 import io
+import itertools
 import types
 from collections.abc import Callable
 from typing import Any
@@ -153,3 +155,410 @@ def test_item14_call_after_generator_body_raised(monkeypatch):
     monkeypatch.setitem(globals(), "OFFSET", 2)  # the generator's frame misses its old guards
     assert_same(list_of_offset_then_scaled(x), compiled(x))
     assert_same(list_of_offset_then_scaled(x), compiled(x))
+
+
+# -- item 3: inlined generators are lazy -------------------------------------------------------
+def compiled_whole(counter: CompileCounter, fn: Callable) -> None:
+    """One graph, no break, nothing run eagerly."""
+    stats = graphlift.stats(fn)
+    assert (counter.frame_count, stats.graph_breaks, stats.eager_frames) == (1, 0, 0)
+
+
+def extend_with_generator_reading_list(x):
+    y = [1]
+    y.extend(y[-1] + z for z in range(3))
+    return x + len(y), y
+
+
+def extendleft_with_generator_reading_deque(x):
+    d = collections.deque([1])
+    d.extendleft(d[0] + z for z in range(3))
+    return x * d[0], list(d)
+
+
+def bump_and_yield(s):
+    for i in range(3):
+        s[0] += 1
+        yield i
+
+
+def comprehension_reads_generator_state(x):
+    s = [0]
+    return x + 1, [s[0] for _ in bump_and_yield(s)]
+
+
+def logging_generator(log, n):
+    for i in range(n):
+        log.append(f"yield {i}")
+        yield i
+    log.append("end")
+
+
+def break_stops_generator(x, log):
+    for v in logging_generator(log, 5):
+        log.append(f"got {v}")
+        if v == 2:
+            break
+        x = x + v
+    return x
+
+
+def yields_then_raises():
+    yield 1
+    yield 2
+    raise ValueError("boom")
+
+
+def items_before_raise_are_kept(x):
+    got = []
+    try:
+        for v in yields_then_raises():
+            got.append(v)
+    except ValueError as error:
+        got.append(str(error))
+    return x + len(got), got
+
+
+def naturals():
+    i = 0
+    while True:
+        yield i
+        i += 1
+
+
+def endless_generator_stopped(x):
+    total = x
+    for v in naturals():
+        if v >= 4:
+            break
+        total = total + v
+    zipped = list(zip(naturals(), "abc"))
+    first = [v for v, _ in zip(naturals(), range(3))]
+    return total * sum(itertools.islice(naturals(), 5)), zipped, first
+
+
+def next_interleaves(x, log):
+    g = logging_generator(log, 3)
+    a = next(g)
+    log.append("between")
+    b = next(g)
+    return x + a + b
+
+
+INTERLEAVING = [
+    (extend_with_generator_reading_list, lambda: (torch.randn(2),)),
+    (extendleft_with_generator_reading_deque, lambda: (torch.randn(2),)),
+    (comprehension_reads_generator_state, lambda: (torch.randn(2),)),
+    (break_stops_generator, lambda: (torch.randn(2), [])),
+    (items_before_raise_are_kept, lambda: (torch.randn(2),)),
+    (endless_generator_stopped, lambda: (torch.randn(2),)),
+    (next_interleaves, lambda: (torch.randn(2), [])),
+]
+
+
+@pytest.mark.parametrize("fn, make_args", INTERLEAVING,
+                         ids=[row[0].__name__ for row in INTERLEAVING])
+def test_item03_generator_side_effects_interleave(fn, make_args):
+    args = make_args()
+    counter = check(fn, *args, calls=2)
+    compiled_whole(counter, fn)
+    assert torch_frames(fn, *args) == 1
+
+
+def accumulator(log):
+    total = 0
+    while True:
+        value = yield total
+        log.append(value)
+        if value is None:
+            return total
+        total += value
+
+
+def send_values(x, log):
+    g = accumulator(log)
+    first = next(g)
+    a = g.send(2)
+    b = g.send(5)
+    try:
+        g.send(None)
+    except StopIteration as stop:
+        returned = stop.args
+    return x * (first + a + b), returned
+
+
+def catches_thrown(log):
+    while True:
+        try:
+            yield len(log)
+        except KeyError as error:
+            log.append(f"caught {error.args[0]}")
+        finally:
+            log.append("step")
+
+
+def throw_and_close(x, log):
+    g = catches_thrown(log)
+    a = next(g)
+    b = g.throw(KeyError("k"))
+    c = g.throw(KeyError, "j")
+    g.close()
+    g.close()
+    return x + a + b + c
+
+
+def inner(log):
+    log.append("inner start")
+    got = yield 1
+    log.append(f"inner got {got}")
+    yield 2
+    return "inner result"
+
+
+def outer(log):
+    result = yield from inner(log)
+    log.append(f"outer got {result}")
+    yield result
+
+
+def yield_from_delegates(x, log):
+    g = outer(log)
+    items = [next(g), g.send("hello"), next(g)]
+    items.append(next(g, "exhausted"))
+    return x + len(items), items
+
+
+def raises_stop_iteration():
+    yield 1
+    raise StopIteration
+
+
+def stop_iteration_becomes_runtime_error(x):
+    got = []
+    try:
+        for v in raises_stop_iteration():
+            got.append(v)
+    except RuntimeError as error:
+        got.append(str(error))
+    return x + 1, got
+
+
+def pulls(name, log, n):
+    for i in range(n):
+        log.append(f"{name}{i}")
+        yield i
+
+
+def zip_map_any_pull_like_eager(x, log):
+    pairs = list(zip(pulls("a", log, 3), pulls("b", log, 2)))
+    doubled = list(map(lambda v: log.append(f"map{v}") or v * 2, pulls("c", log, 2)))
+    found = any(v > 0 for v in pulls("d", log, 5))
+    total = sum(pulls("e", log, 3))
+    return x + total, pairs, doubled, found
+
+
+@contextlib.contextmanager
+def logged_block(log, name):
+    log.append(f"enter {name}")
+    yield name
+    log.append(f"exit {name}")
+
+
+def contextmanager_runs_in_order(x, log):
+    with logged_block(log, "a") as name:
+        log.append(f"body {name}")
+        x = x + 1
+    log.append("after")
+    return x
+
+
+def inner_catching(log):
+    try:
+        yield "a"
+    except KeyError:
+        log.append("inner caught")
+        yield "after catch"
+    return "inner done"
+
+
+def outer_delegating(log):
+    result = yield from inner_catching(log)
+    log.append(result)
+    try:
+        yield "outer"
+    except ValueError:
+        log.append("outer caught")
+    yield "end"
+
+
+def outer_catching_delegate(log):
+    try:
+        yield from inner(log)
+    except ValueError:
+        log.append("outer caught the delegate's error")
+    yield "done"
+
+
+def throw_through_yield_from(x, log):
+    g = outer_delegating(log)
+    items = [next(g), g.throw(KeyError), next(g), g.throw(ValueError)]
+    g.close()
+    h = outer_catching_delegate(log)
+    items += [next(h), h.throw(ValueError("v"))]
+    return x + 1, items
+
+
+def walk(tree):
+    for child in tree:
+        if isinstance(child, list):
+            yield from walk(child)
+        else:
+            yield child
+
+
+def recursive_generator(x):
+    return [x * v for v in walk([1, [2, [3, 4]], 5])]
+
+
+@contextlib.contextmanager
+def closing_block(log):
+    log.append("enter")
+    try:
+        yield
+    finally:
+        log.append("exit")
+
+
+@contextlib.contextmanager
+def swallowing_block(log):
+    try:
+        yield
+    except KeyError as error:
+        log.append(f"swallowed {error.args[0]}")
+
+
+def contextmanager_sees_exception(x, log):
+    try:
+        with closing_block(log):
+            log.append("body")
+            raise KeyError("k")
+    except KeyError:
+        log.append("caught")
+    with swallowing_block(log):
+        raise KeyError("j")
+    return x + 1
+
+
+def generator_identity(x):
+    g, h = scaled(x, 2), scaled(x, 2)
+    return x + 1, iter(g) is g, g is h, g is not h, "true" if g else "false", type(g).__name__
+
+
+PROTOCOL = [
+    (send_values, lambda: (torch.randn(2), [])),
+    (throw_and_close, lambda: (torch.randn(2), [])),
+    (yield_from_delegates, lambda: (torch.randn(2), [])),
+    (throw_through_yield_from, lambda: (torch.randn(2), [])),
+    (recursive_generator, lambda: (torch.randn(2),)),
+    (stop_iteration_becomes_runtime_error, lambda: (torch.randn(2),)),
+    (zip_map_any_pull_like_eager, lambda: (torch.randn(2), [])),
+    (contextmanager_runs_in_order, lambda: (torch.randn(2), [])),
+    (contextmanager_sees_exception, lambda: (torch.randn(2), [])),
+    (generator_identity, lambda: (torch.randn(2),)),
+]
+
+
+@pytest.mark.parametrize("fn, make_args", PROTOCOL, ids=[row[0].__name__ for row in PROTOCOL])
+def test_item03_generator_protocol(fn, make_args):
+    args = make_args()
+    counter = check(fn, *args, calls=2)
+    compiled_whole(counter, fn)
+
+
+def cleanup_generator(log):
+    try:
+        for i in range(5):  # noqa: UP028 (a loop that yields, on purpose)
+            yield i
+    finally:
+        log.append("closed")
+
+
+def break_leaves_generator_in_try(x, log):
+    for v in cleanup_generator(log):
+        if v == 1:
+            break
+        x = x + v
+    log.append("after loop")
+    return x
+
+
+def generator_that_prints(n):
+    for i in range(n):
+        print("yield", i)
+        yield i
+
+
+def print_inside_generator(x):
+    for v in generator_that_prints(3):
+        print("got", v)
+        x = x + v
+    return x
+
+
+def scaled(x, n):
+    for i in range(n):
+        yield x * i
+
+
+def unstarted_generator_across_break(x):
+    g = scaled(x + 1, 3)
+    print("break")
+    return torch.stack(list(g))
+
+
+def printing_scaled(x, n):
+    for i in range(n):
+        print("yield", i)
+        yield x * i
+
+
+def list_of_printing_generator(x):
+    return torch.stack(list(printing_scaled(x + 1, 3))) * 2
+
+
+def returns_unstarted_generator(x):
+    return scaled(x * 2, 2)
+
+
+def returns_started_generator(x):
+    g = scaled(x * 2, 3)
+    next(g)
+    return g
+
+
+# (function, arguments, graphs, frames run eagerly, torch.compile's graphs)
+AT_BREAKS = [
+    # torch.compile captures one graph and never runs the finally ("closed" is missing).
+    (break_leaves_generator_in_try, lambda: (torch.randn(2), []), 0, 1, 1),
+    (print_inside_generator, lambda: (torch.randn(2),), 0, 1, 0),
+    (unstarted_generator_across_break, lambda: (torch.randn(2),), 2, 0, 2),
+    # The break is inside the generator: list() runs eagerly on the real generator.
+    (list_of_printing_generator, lambda: (torch.randn(2),), 2, 0, 0),
+]
+
+
+@pytest.mark.parametrize("fn, make_args, graphs, eager_frames, torch_graphs", AT_BREAKS,
+                         ids=[row[0].__name__ for row in AT_BREAKS])
+def test_item03_generator_at_graph_breaks(fn, make_args, graphs, eager_frames, torch_graphs):
+    args = make_args()
+    counter = check(fn, *args, calls=2)
+    assert (counter.frame_count, graphlift.stats(fn).eager_frames) == (graphs, eager_frames)
+    assert torch_frames(fn, *args) == torch_graphs
+
+
+@pytest.mark.parametrize("fn", [returns_unstarted_generator, returns_started_generator])
+def test_item03_generator_leaves_frame(fn):
+    x = torch.randn(2)
+    got, expected = graphlift.compile(fn, backend=CompileCounter())(x), fn(x)
+    assert type(got) is type(expected) is types.GeneratorType
+    assert_same(list(expected), list(got))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from graphlift.exc import Unsupported
@@ -63,6 +64,11 @@ class VariableTracker:
     def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
         """The items, for unpacking, ``*args`` and iteration."""
         raise Unsupported(f"cannot iterate over or unpack {self!r}")
+
+    def iterate(self, tx: InstructionTranslator) -> Iterator[VariableTracker]:
+        """The items one at a time, as an iterating C function pulls them (``list.extend``):
+        an iterator makes each item only when the consumer asks for it."""
+        return iter(self.unpack(tx))
 
     # -- leaving the graph ---------------------------------------------------------------------
     def reconstruct(self, codegen: OutputCodegen) -> str:

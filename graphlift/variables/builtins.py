@@ -30,7 +30,11 @@ from graphlift.variables.containers import (
 )
 from graphlift.variables.exceptions import ExceptionVariable
 from graphlift.variables.functions import UserFunctionVariable
-from graphlift.variables.iterators import IteratorVariable, LazyIteratorVariable
+from graphlift.variables.iterators import (
+    GeneratorVariable,
+    IteratorVariable,
+    LazyIteratorVariable,
+)
 from graphlift.variables.objects import ClassVariable, SuperVariable, UserObjectVariable
 from graphlift.variables.symbolic import int_of, size_variable
 from graphlift.variables.tensor import TensorVariable, call_torch
@@ -45,7 +49,7 @@ def _len(tx, args, kwargs):
     if isinstance(obj, UserObjectVariable):
         return obj.var_getattr(tx, "__len__").call(tx, [], {})
     if isinstance(obj, IteratorVariable):  # iterators have no len(); heapq.nlargest relies on it
-        raise raise_real(TypeError("object of type 'iterator' has no len()"))
+        raise raise_real(TypeError(f"object of type '{_iterator_name(obj)}' has no len()"))
     if isinstance(obj, TensorVariable):
         if obj.fake.dim() == 0:
             raise Unsupported("len() of a 0-d tensor", break_type="user_exception")
@@ -170,7 +174,15 @@ def _enumerate(tx, args, kwargs):
 
 
 def _reversed(tx, args, kwargs):
+    if isinstance(args[0], GeneratorVariable):
+        raise raise_real(TypeError(f"'{_iterator_name(args[0])}' object is not reversible"))
     return _iterator(list(reversed(_items(tx, args[0]))))
+
+
+def _iterator_name(iterator: IteratorVariable) -> str:
+    """The class name eager Python's messages give (a plain iterator's class is not tracked)."""
+    return iterator.python_type().__name__ if isinstance(iterator, GeneratorVariable) else \
+        "iterator"
 
 
 def _iter(tx, args, kwargs):
@@ -199,7 +211,7 @@ def _next(tx, args, kwargs):
         return item
     if len(args) > 1:
         return args[1]
-    raise TracedException(ExceptionVariable(StopIteration, []))
+    raise TracedException(ExceptionVariable(StopIteration, iterator.stop_args()))
 
 
 def _map(tx, args, kwargs):
@@ -326,9 +338,10 @@ BUILTIN_HANDLERS: dict[Any, Callable] = {
 
 
 def _steps_through(value: VariableTracker) -> bool:
-    """An iterable the handlers cannot materialise: a lazy iterator (it may never end) or an
-    object of a user class with ``__iter__``. Only Python's protocol, item by item, follows it."""
-    return isinstance(value, LazyIteratorVariable) or (
+    """An iterable the handlers cannot materialise: a lazy iterator or a generator (it may never
+    end, and its items must come when the consumer asks) or an object of a user class with
+    ``__iter__``. Only Python's protocol, item by item, follows it."""
+    return isinstance(value, (LazyIteratorVariable, GeneratorVariable)) or (
         isinstance(value, UserObjectVariable) and
         callable(lookup_class_attr(value.cls, "__iter__")))
 
@@ -412,7 +425,10 @@ class BuiltinVariable(VariableTracker):
         handler = BUILTIN_HANDLERS.get(self.fn)
         use_polyfill = USE_POLYFILL_WHEN.get(self.fn)
         if use_polyfill is not None and config.use_polyfills and use_polyfill(args, kwargs):
-            return UserFunctionVariable(polyfill_for(self.fn)).call(tx, args, kwargs)
+            result = UserFunctionVariable(polyfill_for(self.fn)).call(tx, args, kwargs)
+            if isinstance(result, GeneratorVariable):
+                result.stand_for(self.fn)  # zip(...) is a zip object to the program
+            return result
         if handler is not None:
             try:
                 return handler(tx, args, kwargs)

@@ -27,7 +27,7 @@ from graphlift.variables.base import VariableTracker, lookup_class_attr, raise_r
 from graphlift.variables.builtins import BuiltinVariable
 from graphlift.variables.constant import wrap_constant
 from graphlift.variables.functions import UserFunctionVariable, UserMethodVariable
-from graphlift.variables.iterators import LazyIteratorVariable
+from graphlift.variables.iterators import GeneratorVariable, LazyIteratorVariable
 from graphlift.variables.objects import ClassVariable, UserObjectVariable, bind_class_attr
 from graphlift.variables.tensor import TorchCallableVariable, call_torch
 
@@ -144,7 +144,10 @@ class PolyfillVariable(VariableTracker):
             return make_lazy_iterator(self.polyfill, args, kwargs)
         if isinstance(self.polyfill, type):
             return ClassVariable(self.polyfill).call(tx, args, kwargs)
-        return UserFunctionVariable(self.polyfill).call(tx, args, kwargs)
+        result = UserFunctionVariable(self.polyfill).call(tx, args, kwargs)
+        if isinstance(result, GeneratorVariable):
+            result.stand_for(self.original)  # itertools.chain(...) is a chain to the program
+        return result
 
     def var_getattr(self, tx, name):
         try:

@@ -174,7 +174,7 @@ class ListMethodVariable(VariableTracker):
         if self.name == "append":
             items.append(args[0])
         elif self.name == "extend":
-            items.extend(args[0].unpack(tx))
+            items.extend(args[0].iterate(tx))  # item by item: a generator sees the list grow
         elif self.name == "insert":
             _fold_method(items, "insert", args[:1], args[1])
         elif self.name == "pop":

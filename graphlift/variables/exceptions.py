@@ -32,6 +32,12 @@ class ExceptionVariable(VariableTracker):
             return value if value is not None else ConstantVariable(None)
         raise Unsupported(f"attribute {name!r} of a traced exception")
 
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        # contextlib's __exit__ resets the traceback it was given: traced exceptions have none
+        # (one that leaves the frame makes the frame run eagerly, with the real traceback).
+        if name != "__traceback__" or not (value.is_constant() and value.as_constant() is None):
+            raise Unsupported(f"assigning {name!r} of a traced exception")
+
     @classmethod
     def from_real(cls, error: BaseException) -> ExceptionVariable:
         """The tracker of an exception that folding a constant operation raised for real."""

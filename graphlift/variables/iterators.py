@@ -1,42 +1,72 @@
-"""Iterators: over items known while tracing, and lazy stand-ins stepped one item at a time.
+"""Iterators: over items known while tracing, lazy stand-ins, and generators, stepped one item
+at a time.
 
 ``IteratorVariable`` holds the items (GET_ITER over a range, list, tensor...).
-
-Inlined generators run to completion when first called, which an infinite iterator cannot do.
-``itertools.count`` and ``itertools.repeat`` are instead real stand-in objects
+``itertools.count`` and ``itertools.repeat`` are real stand-in objects
 (:mod:`graphlift.polyfills.itertools`) made while tracing and advanced only when the trace asks
 for the next item (``for``, ``next()``, ``zip`` and the other polyfills that pull items).
+
+A call of a generator function is a :class:`GeneratorVariable`: the callee's frame, an inlining
+translator that has not started. Each ``next`` resumes it up to its next ``yield``, so the
+body's side effects interleave with the consumer's exactly as in eager Python, and a generator
+that never ends is fine as long as its consumer stops.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import enum
+import types
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from graphlift.exc import Unsupported
-from graphlift.variables.base import VariableTracker
-from graphlift.variables.constant import wrap_constant
+from graphlift.variables.base import TracedException, VariableTracker, raise_real
+from graphlift.variables.constant import ConstantVariable, wrap_constant
+from graphlift.variables.exceptions import ExceptionVariable
+
+if TYPE_CHECKING:
+    from graphlift.codegen import OutputCodegen
+    from graphlift.translator import InliningTranslator
 
 
 class IteratorVariable(VariableTracker):
     """An iterator over items known while tracing (GET_ITER over a range, list, tensor...)."""
 
-    def __init__(self, items: list[VariableTracker],
-                 returned: VariableTracker | None = None) -> None:
+    def __init__(self, items: list[VariableTracker]) -> None:
         super().__init__()
         self.items = items
         self.index = 0
-        self.returned = returned  # a generator's return value (``r = yield from gen()``)
+        # What a generator returned as it ended, for ``r = yield from gen()``.
+        self.returned: VariableTracker | None = None
 
     def next_item(self) -> VariableTracker | None:
+        """The next item, or None when the iterator is exhausted."""
         if self.index >= len(self.items):
             return None
         self.index += 1
         return self.items[self.index - 1]
 
+    def send_item(self, value: VariableTracker) -> VariableTracker | None:
+        """``yield from`` resuming with ``value``: only None can be sent to a plain iterator."""
+        if not (value.is_constant() and value.as_constant() is None):
+            raise Unsupported(f"send() of a value through yield from to {self!r}")
+        return self.next_item()
+
+    def iterate(self, tx) -> Iterator[VariableTracker]:
+        """The items pulled one at a time, each when the consumer asks for it."""
+        item = self.next_item()
+        while item is not None:
+            yield item
+            item = self.next_item()
+
     def unpack(self, tx) -> list[VariableTracker]:
         rest = self.items[self.index:]
         self.index = len(self.items)
         return rest
+
+    def stop_args(self) -> list[VariableTracker]:
+        """The arguments of the StopIteration that the last exhausting ``next`` raises."""
+        return []
 
 
 class LazyIteratorVariable(IteratorVariable):
@@ -74,3 +104,203 @@ class LazyIteratorVariable(IteratorVariable):
             items.append(item)
             item = self.next_item()
         return items
+
+    def iterate(self, tx) -> Iterator[VariableTracker]:
+        return iter(self.unpack(tx))  # an endless one is refused: list.extend(count()) never ends
+
+
+class GeneratorState(enum.Enum):
+    """Where a traced generator is, as ``inspect.getgeneratorstate`` names it."""
+
+    CREATED = "GEN_CREATED"  # called, its body not started: it can be made again at a break
+    SUSPENDED = "GEN_SUSPENDED"  # stopped at a yield
+    RUNNING = "GEN_RUNNING"  # its frame is running (a generator that advances itself fails)
+    CLOSED = "GEN_CLOSED"  # returned or raised
+    FAILED = "failed"  # tracing its frame failed: it cannot be used again
+
+
+class GeneratorVariable(IteratorVariable):
+    """A generator object made while tracing: the suspended frame of an inlined generator.
+
+    ``frame`` is the callee's inlining translator (its own stack, locals and position); the call
+    (``fn``, ``args``, ``kwargs``) is kept so that a generator that has not started can be made
+    for real at a graph break. A polyfill generator that stands for a C iterator (``zip``,
+    ``itertools.chain``) reports the original's class and is made with the original.
+    """
+
+    def __init__(self, frame: InliningTranslator, fn: VariableTracker,
+                 args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> None:
+        super().__init__([])
+        self.frame = frame
+        self.fn, self.args, self.kwargs = fn, list(args), dict(kwargs)
+        self.state = GeneratorState.CREATED
+        self.stands_for: Any = None  # the C callable a polyfill generator replaces
+        self.real_class: type = types.GeneratorType
+
+    def describe(self) -> str:
+        return f"{self.frame.code.co_qualname} {self.state.value}"
+
+    def python_type(self) -> type:
+        return self.real_class
+
+    def truthy(self, tx) -> bool:
+        return True
+
+    def stand_for(self, original: Any) -> None:
+        """This generator is a polyfill's: to the program it is ``original``'s iterator."""
+        self.stands_for = original
+        owner = getattr(original, "__self__", None)  # itertools.chain.from_iterable
+        self.real_class = original if isinstance(original, type) else \
+            owner if isinstance(owner, type) else types.GeneratorType
+
+    # -- stepping ------------------------------------------------------------------------------
+    def next_item(self) -> VariableTracker | None:
+        return self.send_item(ConstantVariable(None))
+
+    def send_item(self, value: VariableTracker) -> VariableTracker | None:
+        """``gen.send(value)``: the next yielded item, or None when the generator returns
+        (``returned`` is then what it returned)."""
+        self.returned = None
+        if self.state is GeneratorState.CLOSED:
+            return None
+        sent_none = value.is_constant() and value.as_constant() is None
+        if self.state is GeneratorState.CREATED and not sent_none:
+            raise raise_real(TypeError("can't send non-None value to a just-started generator"))
+        started = self.state is GeneratorState.SUSPENDED
+        return self._run(lambda: self.frame.resume_generator(value if started else None))
+
+    def throw_item(self, exception: ExceptionVariable) -> VariableTracker | None:
+        """``gen.throw(exception)``: raised at the yield the generator is suspended at."""
+        self.returned = None
+        if self.state in (GeneratorState.CREATED, GeneratorState.CLOSED):
+            self._check_usable()
+            self.state = GeneratorState.CLOSED  # a generator that never ran just raises
+            raise TracedException(exception)
+        return self._run(lambda: self.frame.throw_into_generator(exception))
+
+    def close(self) -> None:
+        """``gen.close()``: GeneratorExit at the yield; the frame must not yield again."""
+        if self.state in (GeneratorState.CREATED, GeneratorState.CLOSED):
+            self._check_usable()
+            self.state = GeneratorState.CLOSED
+            return
+        try:
+            item = self.throw_item(ExceptionVariable(GeneratorExit, []))
+        except TracedException as error:
+            if issubclass(error.cls, (GeneratorExit, StopIteration)):
+                return
+            raise
+        if item is not None:
+            raise raise_real(RuntimeError("generator ignored GeneratorExit"))
+
+    def _check_usable(self) -> None:
+        if self.state is GeneratorState.RUNNING:
+            raise raise_real(ValueError("generator already executing"))
+        if self.state is GeneratorState.FAILED:
+            raise Unsupported(f"{self.describe()}: tracing its frame failed earlier")
+
+    def _run(self, resume) -> VariableTracker | None:
+        self._check_usable()
+        self.state = GeneratorState.RUNNING
+        try:
+            item = resume()
+        except TracedException:
+            self.state = GeneratorState.CLOSED  # an exception leaving the frame ends it
+            raise
+        except BaseException:
+            self.state = GeneratorState.FAILED
+            raise
+        if item is None:
+            self.state = GeneratorState.CLOSED
+            self.returned = self.frame.return_value
+        else:
+            self.state = GeneratorState.SUSPENDED
+        return item
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        return list(self.iterate(tx))
+
+    def stop_args(self) -> list[VariableTracker]:
+        returned = self.returned
+        if returned is None or (returned.is_constant() and returned.as_constant() is None):
+            return []
+        return [returned]
+
+    def left_open(self) -> bool:
+        """Suspended inside a try or with block: closing it (eager Python does when the last
+        reference goes) would run the block's handler."""
+        return self.state is GeneratorState.SUSPENDED and self.frame.suspended_in_handler()
+
+    # -- attributes and methods ----------------------------------------------------------------
+    def var_getattr(self, tx, name):
+        if name in ITERATOR_METHODS or (name in GENERATOR_METHODS and self.stands_for is None):
+            return GeneratorMethodVariable(self, name)
+        raise Unsupported(f"attribute {name!r} of {self!r}")
+
+    def reconstruct(self, codegen: OutputCodegen) -> str:
+        """A generator that has not started is made again for real (nothing of it has run)."""
+        if self.state is not GeneratorState.CREATED:
+            raise Unsupported(f"the generator {self.describe()} cannot leave the compiled frame "
+                              "once it has started (its frame is suspended inside the trace)")
+        return codegen.remember(self, self._make)
+
+    def _make(self, codegen: OutputCodegen) -> str:
+        fn = codegen.constant(self.stands_for) if self.stands_for is not None else \
+            self.fn.reconstruct(codegen)
+        parts = [a.reconstruct(codegen) for a in self.args]
+        parts += [f"{k}={v.reconstruct(codegen)}" for k, v in self.kwargs.items()]
+        return f"{fn}({', '.join(parts)})"
+
+
+# The iterator protocol; generator methods beyond it (a polyfill generator has only the protocol).
+ITERATOR_METHODS = frozenset({"__next__", "__iter__"})
+GENERATOR_METHODS = frozenset({"send", "throw", "close"})
+
+
+class GeneratorMethodVariable(VariableTracker):
+    """``gen.send``, ``gen.throw``, ``gen.close``, ``gen.__next__`` and ``gen.__iter__``."""
+
+    def __init__(self, generator: GeneratorVariable, name: str) -> None:
+        super().__init__()
+        self.generator, self.name = generator, name
+
+    def describe(self) -> str:
+        return f"generator.{self.name}"
+
+    def python_type(self) -> type:
+        return types.BuiltinMethodType
+
+    def call(self, tx, args, kwargs):
+        generator = self.generator
+        if kwargs:
+            raise raise_real(TypeError(f"generator.{self.name}() takes no keyword arguments"))
+        if self.name == "__iter__":
+            return generator
+        if self.name == "close":
+            generator.close()
+            return ConstantVariable(None)
+        if self.name == "throw":
+            item = generator.throw_item(thrown_exception(args))
+        else:
+            item = generator.send_item(args[0] if self.name == "send" else ConstantVariable(None))
+        if item is None:
+            raise TracedException(ExceptionVariable(StopIteration, generator.stop_args()))
+        return item
+
+
+def thrown_exception(args: list[VariableTracker]) -> ExceptionVariable:
+    """The exception ``gen.throw(typ[, value[, tb]])`` or ``gen.throw(exception)`` raises."""
+    if not args:
+        raise raise_real(TypeError("throw expected at least 1 argument, got 0"))
+    first, value = args[0], args[1] if len(args) > 1 else None
+    if isinstance(first, ExceptionVariable):
+        return first
+    cls = first.as_constant() if first.is_constant() else None
+    if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+        raise raise_real(TypeError("exceptions must be classes or instances deriving from "
+                                   f"BaseException, not {first.python_type().__name__}"))
+    if isinstance(value, ExceptionVariable):
+        return value
+    if value is None or (value.is_constant() and value.as_constant() is None):
+        return ExceptionVariable(cls, [])
+    return ExceptionVariable(cls, [value])
