@@ -245,6 +245,14 @@ def next_interleaves(x, log):
     return x + a + b
 
 
+def map_filter_are_lazy(x, log):
+    mapped = map(lambda v: log.append(v) or v, [1, 2])
+    log.append("made map")
+    kept = filter(lambda v: log.append(("f", v)) or v > 1, [1, 2, 3])
+    log.append("made filter")
+    return x + sum(mapped), list(kept), list(filter(None, [0, 1, 2])), type(mapped).__name__
+
+
 INTERLEAVING = [
     (extend_with_generator_reading_list, lambda: (torch.randn(2),)),
     (extendleft_with_generator_reading_deque, lambda: (torch.randn(2),)),
@@ -253,6 +261,7 @@ INTERLEAVING = [
     (items_before_raise_are_kept, lambda: (torch.randn(2),)),
     (endless_generator_stopped, lambda: (torch.randn(2),)),
     (next_interleaves, lambda: (torch.randn(2), [])),
+    (map_filter_are_lazy, lambda: (torch.randn(2), [])),
 ]
 
 

@@ -9,7 +9,7 @@ like user code. Each module here is tested against the original (``tests/test_po
 Kinds of stand-in:
 
 - functions, inlined (``functools.reduce``, ``heapq.heappush``, ``copy.deepcopy``);
-- generators for finite iterators, inlined and run to completion like user generators
+- generators for finite iterators, inlined lazily like user generators
   (``itertools.chain``, ``islice``, ``product``);
 - classes for C objects made in the frame (``functools.partial``, ``operator.itemgetter``):
   while tracing, ``type()`` and ``isinstance`` see ``_graphlift_real_class``; an object that leaves
@@ -20,9 +20,11 @@ Kinds of stand-in:
 - methods of ``deque``, ``OrderedDict`` and ``defaultdict``, written with the primitive operations
   their trackers model (``variables/collections.py``).
 
-Builtins with a native handler (``sum``, ``all``, ``any``, ``enumerate``, ``zip``, ``map``, ``min``,
+Builtins with a native handler (``sum``, ``all``, ``any``, ``enumerate``, ``zip``, ``min``,
 ``max``) keep it; their polyfill runs only when the handler cannot follow the arguments (a lazy
-iterator, a user-defined iterable, ``key=``/``default=``). ``config.use_polyfills = False``
+iterator, a generator, a user-defined iterable, ``key=``/``default=``). ``map`` and ``filter``
+always run their polyfill: they call a function per item, which must happen when the consumer
+pulls the item, as in eager Python. ``config.use_polyfills = False``
 turns the table off: the originals are then skipped (graph breaks).
 """
 
@@ -59,6 +61,7 @@ POLYFILLS: dict[Any, Callable] = {
     _builtins.enumerate: builtins.enumerate,  # (start + i, item)
     _builtins.zip: builtins.zip,  # lock-step next(); strict= checks lengths
     _builtins.map: builtins.map,  # function over the items, to the shortest iterable
+    _builtins.filter: builtins.filter,  # the items the function (or truth) accepts
     _builtins.min: builtins.min,  # key= and default=: the first smallest
     _builtins.max: builtins.max,  # key= and default=: the first largest
     # itertools: generators for finite iterators, lazy classes for infinite ones.

@@ -1,9 +1,10 @@
 """Builtins, step by step: used when the native handler cannot follow its arguments.
 
-``variables/builtins.py`` models ``sum``, ``all``, ``any``, ``enumerate``, ``zip``, ``map``, ``min``
-and ``max`` on iterables it can materialise. A lazy iterator (``itertools.count()``) or a
+``variables/builtins.py`` models ``sum``, ``all``, ``any``, ``enumerate``, ``zip``, ``min`` and
+``max`` on iterables it can materialise. A lazy iterator (``itertools.count()``), a generator or a
 user-defined iterable (a class with ``__iter__``) must be iterated one item at a time, and
 ``min``/``max`` with ``key=`` or ``default=`` need Python's exact rules: these functions do that.
+``map`` and ``filter`` always run here, lazily: their function runs when an item is pulled.
 """
 
 from __future__ import annotations
@@ -94,6 +95,13 @@ def map(function, /, *iterables):  # noqa: A001
             except StopIteration:
                 return
         yield function(*args)
+
+
+def filter(function, iterable, /):  # noqa: A001
+    """builtins.filter: the items for which ``function`` (None: the item itself) is true."""
+    for item in iter(iterable):
+        if (item if function is None else function(item)):
+            yield item
 
 
 def min(*args, key=None, default=_MISSING):  # noqa: A001

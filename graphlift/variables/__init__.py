@@ -7,9 +7,11 @@ translator reaches every kind, and a kind needing the translator gets it as ``tx
   program raising) and ``lookup_class_attr``.
 - ``constant``: Python constants, folded while tracing (``wrap_constant``; containers register how
   constant tuples, lists, dicts and sets become trackers of their items).
-- ``iterators``: iterators over known items, and lazy stand-ins (``itertools.count``).
 - ``containers``: tuples, lists, sets and dicts of trackers.
-- ``exceptions``: exception objects; ``context``: grad-mode and autocast ``with`` blocks.
+- ``exceptions``: exception objects.
+- ``iterators``: iterators over known items, lazy stand-ins (``itertools.count``), and
+  generators: an inlined generator's suspended frame, resumed at each ``next``.
+- ``context``: grad-mode and autocast ``with`` blocks.
 - ``symbolic``: SymInts and sizes; ``tensor``: tensors and torch callables (``call_torch``).
 - ``functions``: user functions, closures, methods; ``objects``: modules, classes, user objects.
 - ``builtins``: Python builtins, as a table of handlers.

@@ -354,6 +354,10 @@ def _keywords_or_steps(args: list[VariableTracker], kwargs: dict) -> bool:
     return bool(kwargs) or _any_steps_through(args, kwargs)
 
 
+def _always(args: list[VariableTracker], kwargs: dict) -> bool:
+    return True
+
+
 # Builtins whose polyfill (graphlift/polyfills/builtins.py) runs instead of the handler, and when.
 USE_POLYFILL_WHEN: dict[Any, Callable[[list, dict], bool]] = {
     sum: _any_steps_through,  # sum(CountDown(3)): __iter__, then item by item
@@ -361,7 +365,8 @@ USE_POLYFILL_WHEN: dict[Any, Callable[[list, dict], bool]] = {
     any: _any_steps_through,
     enumerate: _any_steps_through,
     zip: _any_steps_through,  # zip(count(5), "ab"): stops at the shortest without unpacking
-    map: _any_steps_through,
+    map: _always,  # lazy: f(item) runs when the item is pulled, interleaved with the consumer
+    filter: _always,
     min: _keywords_or_steps,  # key= and default= follow Python's rules exactly
     max: _keywords_or_steps,
 }
