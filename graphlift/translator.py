@@ -49,7 +49,7 @@ from graphlift.variables.containers import (
     SetVariable,
     TupleVariable,
 )
-from graphlift.variables.exceptions import ExceptionVariable
+from graphlift.variables.exceptions import ExceptionVariable, tracker_of
 from graphlift.variables.functions import (
     BaseUserFunctionVariable,
     CellVariable,
@@ -261,8 +261,8 @@ class InstructionTranslator:
         """Raise ``exception`` where this generator is suspended (in its ``yield from``
         delegate first), then run on to the next yield or the end."""
         delegate = self.yield_from_delegate()
-        if not isinstance(delegate, GeneratorVariable):
-            return self._run_to_yield(exception, self.inst)
+        if not isinstance(delegate, GeneratorVariable) or delegate.stands_for is not None:
+            return self._run_to_yield(exception, self.inst)  # an iterator without throw()
         if issubclass(exception.cls, GeneratorExit):
             delegate.close()
             return self._run_to_yield(exception, self.inst)
@@ -270,7 +270,7 @@ class InstructionTranslator:
             item = delegate.throw_item(exception)
         except TracedException as error:
             self._end_yield_from()  # the delegate's exception is raised after its loop
-            return self._run_to_yield(self._exception_of(error), self.instructions[self.ip - 1])
+            return self._run_to_yield(tracker_of(error), self.instructions[self.ip - 1])
         if item is not None:
             return item  # the delegate yielded: this frame stays where it is
         self._end_yield_from()
@@ -309,18 +309,9 @@ class InstructionTranslator:
                     value, self.yielded_value = self.yielded_value, None
                     return value
             return None
-        except TracedException as error:
-            if issubclass(error.cls, StopIteration):  # PEP 479
-                raise TracedException(stop_iteration_error(self._exception_of(error))) from None
-            raise
         finally:
             self.output.tracers.pop()
 
-    @staticmethod
-    def _exception_of(error: TracedException) -> ExceptionVariable:
-        if error.exception is None:  # raised by folding: its tracker is made here, once
-            error.exception = ExceptionVariable.from_real(error.real)
-        return error.exception
 
     def step(self) -> None:
         inst = self.instructions[self.ip]
@@ -388,7 +379,7 @@ class InstructionTranslator:
         del self.stack[entry.depth:]
         if entry.lasti:
             self.push(ConstantVariable(inst.offset))
-        self.push(self._exception_of(error))
+        self.push(tracker_of(error))
         self.ip = self.index_of_offset[entry.target]
 
     def jump(self, inst: Instruction) -> None:
@@ -1103,13 +1094,6 @@ def _rebind(scratch: Any, value: VariableTracker) -> VariableTracker:
                                AllowedFunctionVariable)):
         return value  # holds no node of the real graph
     raise GraphliftError(f"the sandbox cannot take {value!r}")
-
-
-def stop_iteration_error(stop: ExceptionVariable) -> ExceptionVariable:
-    """What a StopIteration leaving a generator's frame becomes (PEP 479)."""
-    error = ExceptionVariable(RuntimeError, [ConstantVariable("generator raised StopIteration")])
-    error.cause = error.context = stop
-    return error
 
 
 def fold_operator(op: Any, *values: Any) -> VariableTracker:

@@ -525,6 +525,13 @@ def unstarted_generator_across_break(x):
     return torch.stack(list(g))
 
 
+def exhausted_generator_across_break(x):
+    g = scaled(x, 3)
+    items = list(g)
+    print("break")  # g, a local here, goes to the resume function: a closed real generator
+    return torch.stack(items).sum()
+
+
 def printing_scaled(x, n):
     for i in range(n):
         print("yield", i)
@@ -545,12 +552,19 @@ def returns_started_generator(x):
     return g
 
 
+def returns_exhausted_generator(x):
+    g = scaled(x * 2, 3)
+    list(g)
+    return g
+
+
 # (function, arguments, graphs, frames run eagerly, torch.compile's graphs)
 AT_BREAKS = [
     # torch.compile captures one graph and never runs the finally ("closed" is missing).
     (break_leaves_generator_in_try, lambda: (torch.randn(2), []), 0, 1, 1),
     (print_inside_generator, lambda: (torch.randn(2),), 0, 1, 0),
     (unstarted_generator_across_break, lambda: (torch.randn(2),), 2, 0, 2),
+    (exhausted_generator_across_break, lambda: (torch.randn(2),), 2, 0, 2),
     # The break is inside the generator: list() runs eagerly on the real generator.
     (list_of_printing_generator, lambda: (torch.randn(2),), 2, 0, 0),
 ]
@@ -565,7 +579,8 @@ def test_item03_generator_at_graph_breaks(fn, make_args, graphs, eager_frames, t
     assert torch_frames(fn, *args) == torch_graphs
 
 
-@pytest.mark.parametrize("fn", [returns_unstarted_generator, returns_started_generator])
+@pytest.mark.parametrize("fn", [returns_unstarted_generator, returns_started_generator,
+                                returns_exhausted_generator])
 def test_item03_generator_leaves_frame(fn):
     x = torch.randn(2)
     got, expected = graphlift.compile(fn, backend=CompileCounter())(x), fn(x)

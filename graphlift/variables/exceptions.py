@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from graphlift.exc import Unsupported
-from graphlift.variables.base import VariableTracker
+from graphlift.variables.base import TracedException, VariableTracker
 from graphlift.variables.constant import ConstantVariable, wrap_constant
 from graphlift.variables.containers import TupleVariable
 
@@ -53,3 +53,17 @@ class ExceptionVariable(VariableTracker):
             return self.cls(*(a.as_constant() for a in self.args))
         except Unsupported:
             return self.cls()
+
+
+def tracker_of(error: TracedException) -> ExceptionVariable:
+    """The tracker of a traced exception (one raised by folding gets it here, once)."""
+    if error.exception is None:
+        error.exception = ExceptionVariable.from_real(error.real)
+    return error.exception
+
+
+def stop_iteration_error(stop: ExceptionVariable) -> ExceptionVariable:
+    """What a StopIteration leaving a generator's frame becomes (PEP 479)."""
+    error = ExceptionVariable(RuntimeError, [ConstantVariable("generator raised StopIteration")])
+    error.cause = error.context = stop
+    return error

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from graphlift.exc import Unsupported
 from graphlift.variables.base import TracedException, VariableTracker, raise_real
 from graphlift.variables.constant import ConstantVariable, wrap_constant
-from graphlift.variables.exceptions import ExceptionVariable
+from graphlift.variables.exceptions import ExceptionVariable, stop_iteration_error, tracker_of
 
 if TYPE_CHECKING:
     from graphlift.codegen import OutputCodegen
@@ -164,6 +164,8 @@ class GeneratorVariable(IteratorVariable):
         if self.state is GeneratorState.CLOSED:
             return None
         sent_none = value.is_constant() and value.as_constant() is None
+        if self.stands_for is not None and not sent_none:
+            raise Unsupported(f"send() to {self.describe()}, which has no send method")
         if self.state is GeneratorState.CREATED and not sent_none:
             raise raise_real(TypeError("can't send non-None value to a just-started generator"))
         started = self.state is GeneratorState.SUSPENDED
@@ -175,7 +177,7 @@ class GeneratorVariable(IteratorVariable):
         if self.state in (GeneratorState.CREATED, GeneratorState.CLOSED):
             self._check_usable()
             self.state = GeneratorState.CLOSED  # a generator that never ran just raises
-            raise TracedException(exception)
+            raise self._leaving(TracedException(exception))
         return self._run(lambda: self.frame.throw_into_generator(exception))
 
     def close(self) -> None:
@@ -204,9 +206,9 @@ class GeneratorVariable(IteratorVariable):
         self.state = GeneratorState.RUNNING
         try:
             item = resume()
-        except TracedException:
+        except TracedException as error:
             self.state = GeneratorState.CLOSED  # an exception leaving the frame ends it
-            raise
+            raise self._leaving(error) from None
         except BaseException:
             self.state = GeneratorState.FAILED
             raise
@@ -216,6 +218,13 @@ class GeneratorVariable(IteratorVariable):
         else:
             self.state = GeneratorState.SUSPENDED
         return item
+
+    @staticmethod
+    def _leaving(error: TracedException) -> TracedException:
+        """The exception the caller sees: a StopIteration becomes a RuntimeError (PEP 479)."""
+        if issubclass(error.cls, StopIteration):
+            return TracedException(stop_iteration_error(tracker_of(error)))
+        return error
 
     def unpack(self, tx) -> list[VariableTracker]:
         return list(self.iterate(tx))
@@ -238,18 +247,27 @@ class GeneratorVariable(IteratorVariable):
         raise Unsupported(f"attribute {name!r} of {self!r}")
 
     def reconstruct(self, codegen: OutputCodegen) -> str:
-        """A generator that has not started is made again for real (nothing of it has run)."""
-        if self.state is not GeneratorState.CREATED:
+        """A generator that has not started is made again for real (calling a generator
+        function runs none of its body); one that has ended, as a real one closed at once."""
+        closed = self.state is GeneratorState.CLOSED and self.stands_for is None
+        if self.state is not GeneratorState.CREATED and not closed:
             raise Unsupported(f"the generator {self.describe()} cannot leave the compiled frame "
-                              "once it has started (its frame is suspended inside the trace)")
-        return codegen.remember(self, self._make)
+                              "while it is suspended inside the trace")
+        return codegen.remember(self, lambda cg: self._make(cg, closed))
 
-    def _make(self, codegen: OutputCodegen) -> str:
+    def _make(self, codegen: OutputCodegen, closed: bool) -> str:
         fn = codegen.constant(self.stands_for) if self.stands_for is not None else \
             self.fn.reconstruct(codegen)
         parts = [a.reconstruct(codegen) for a in self.args]
         parts += [f"{k}={v.reconstruct(codegen)}" for k, v in self.kwargs.items()]
-        return f"{fn}({', '.join(parts)})"
+        call = f"{fn}({', '.join(parts)})"
+        return f"{codegen.constant(closed_generator)}({call})" if closed else call
+
+
+def closed_generator(generator: types.GeneratorType) -> types.GeneratorType:
+    """``generator``, closed before it started: exhausted, and none of its body has run."""
+    generator.close()
+    return generator
 
 
 # The iterator protocol; generator methods beyond it (a polyfill generator has only the protocol).
