@@ -35,6 +35,7 @@ class GuardKind(enum.Enum):
     NOT_ALIASED = "not_aliased"  # a tensor mutated by the graph is not also another input
     LENGTH_CHECK = "length_check"  # len(v) == n for tuples and lists whose items were read
     DICT_KEYS = "dict_keys"  # list(d) == [keys...] for dicts whose items were read
+    SET_ITEMS = "set_items"  # list(s) == [items...] for sets of constants, in iteration order
     GLOBAL_STATE = "global_state"  # grad mode, autocast, default dtype
     NN_MODULE = "nn_module"  # a pinned module is unchanged: structure version, tensor flags
     SYMBOLIC_SHAPE = "symbolic_shape"  # what the ShapeEnv assumed: 2 <= s0, s0 == s1, 2*s0 <= 100
@@ -312,6 +313,9 @@ class GuardBuilder:
 
     def dict_keys(self, source: Source, keys: list) -> None:
         self._derived_value(GuardKind.DICT_KEYS, source, "list", keys, self.const(keys))
+
+    def set_items(self, source: Source, items: list) -> None:
+        self._derived_value(GuardKind.SET_ITEMS, source, "list", items, self.const(items))
 
     def _derived_value(self, kind: GuardKind, source: Source, fn: str, expected: Any,
                        expected_expr: str) -> None:

@@ -53,7 +53,7 @@ class SideEffects:
         return bool(self.mutated_containers or self.stores)
 
     def mutate_container(self, container: VariableTracker) -> None:
-        """A list or dict from the inputs changed; its final items are written back."""
+        """A list, dict or set from the inputs changed; its final items are written back."""
         if all(c is not container for c in self.mutated_containers):
             self.mutated_containers.append(container)
 
@@ -116,7 +116,7 @@ def _writes(containers: list[VariableTracker], stores: list[Store],
     for container in containers:
         target = codegen.hoist(container.source.expr())
         value = codegen.hoist(container.reconstruct_literal(codegen))
-        if container.python_type() is dict:
+        if container.python_type() in (dict, set):
             writes += [f"{target}.clear()", f"{target}.update({value})"]
         else:
             writes.append(f"{target}[:] = {value}")

@@ -602,6 +602,8 @@ class InstructionTranslator:
             return call_torch(self, "call_function", op, [left, right], {})
         if isinstance(left, DictVariable) and isinstance(right, DictVariable):
             return self.dict_op(op, left, right)
+        if isinstance(left, SetVariable) and isinstance(right, SetVariable):
+            return self.set_op(op, left, right)
         if left.is_constant() and right.is_constant():
             return fold_operator(op, left.as_constant(), right.as_constant())
         result = self.user_dunder(op, left, right)
@@ -650,6 +652,15 @@ class InstructionTranslator:
             left.items.update(right.items)
             return left
         raise Unsupported(f"operator {op.__name__} on dicts")
+
+    def set_op(self, op: Any, left: SetVariable, right: SetVariable) -> VariableTracker:
+        """``|``, ``&``, ``-``, ``^`` on sets; the in-place forms change ``left`` itself."""
+        result = fold_operator(op, left.as_constant(), right.as_constant())
+        if op not in OUT_OF_PLACE or left.frozen:
+            return result  # a new set (a frozenset has no in-place methods)
+        left.check_mutable(self)
+        left.items = {v: wrap_constant(v) for v in result.as_constant()}
+        return left
 
     def unary(self, op: Any) -> None:
         value = self.pop()
@@ -774,13 +785,25 @@ class InstructionTranslator:
     def BUILD_LIST(self, inst: Instruction) -> None:
         self.push(ListVariable(self.popn(inst.arg)))
 
+    def building(self, inst: Instruction, kind: type) -> Any:
+        """The container a display or comprehension adds to, ``inst.arg`` deep, about to change.
+
+        A resume function gets a half-built display (``[1, *a, x.item()]`` after the break) as an
+        argument: the ledger must see the additions, or the returned object would miss them.
+        """
+        target = self.peek(inst.arg)
+        if not isinstance(target, kind):
+            raise Unsupported(f"{inst.opname} into {target!r}")
+        target.check_mutable(self)
+        return target
+
     def LIST_APPEND(self, inst: Instruction) -> None:
         value = self.pop()
-        self.peek(inst.arg).items.append(value)
+        self.building(inst, ListVariable).items.append(value)
 
     def LIST_EXTEND(self, inst: Instruction) -> None:
-        value = self.pop()
-        self.peek(inst.arg).items.extend(value.unpack(self))
+        values = self.pop().unpack(self)
+        self.building(inst, ListVariable).items.extend(values)
 
     def LIST_TO_TUPLE(self, inst: Instruction) -> None:
         self.push(TupleVariable(self.pop().items))
@@ -800,24 +823,24 @@ class InstructionTranslator:
 
     def SET_ADD(self, inst: Instruction) -> None:
         value = self.pop()
-        self.peek(inst.arg).add(value)
+        self.building(inst, SetVariable).add(value)
 
     def SET_UPDATE(self, inst: Instruction) -> None:
         values = self.pop().unpack(self)
-        target = self.peek(inst.arg)
+        target = self.building(inst, SetVariable)
         for value in values:
             target.add(value)
 
     def MAP_ADD(self, inst: Instruction) -> None:
         value = self.pop()
         key = self.pop()
-        self.peek(inst.arg).items[key.as_constant()] = value
+        self.building(inst, DictVariable).items[key.as_constant()] = value
 
     def DICT_UPDATE(self, inst: Instruction) -> None:
         other = self.pop()
         if not isinstance(other, DictVariable):
             raise Unsupported(f"dict update from {other!r}")
-        self.peek(inst.arg).items.update(other.items)
+        self.building(inst, DictVariable).items.update(other.items)
 
     DICT_MERGE = DICT_UPDATE
 

@@ -1585,8 +1585,7 @@ def constants_across_break(x):
     return x.to(dtype).reshape(shape)[sl] * len(rng), rng[1]
 
 
-@case(1, 1, gap="set.add() is not traced: the resume function "
-      "runs eagerly")
+@case(1, 1)
 def set_local_across_break(x):
     seen = {1, 2}
     print("set")

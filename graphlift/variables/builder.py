@@ -34,7 +34,12 @@ from graphlift.variables.constant import (
     is_constant_value,
     wrap_constant,
 )
-from graphlift.variables.containers import DictVariable, ListVariable, TupleVariable
+from graphlift.variables.containers import (
+    DictVariable,
+    ListVariable,
+    SetVariable,
+    TupleVariable,
+)
 from graphlift.variables.context import ContextMethodVariable, GradModeVariable
 from graphlift.variables.nn_module import NNModuleVariable, wrap_module
 from graphlift.variables.objects import PythonModuleVariable, UserObjectVariable
@@ -146,6 +151,14 @@ def _wrap_dict(builder: VariableBuilder, value: dict, source: Source) -> Variabl
     guards.dict_keys(source, list(value))
     return DictVariable({k: builder.wrap(v, ItemSource(source, k)) for k, v in value.items()},
                         source)
+
+
+def _wrap_set(builder: VariableBuilder, value: set, source: Source) -> VariableTracker:
+    """A set of constants: guarded by its type and its items in iteration order."""
+    guards = builder.tx.guards
+    guards.type_match(source, value)
+    guards.set_items(source, list(value))
+    return SetVariable([wrap_constant(v) for v in value], source=source)
 
 
 def _wrap_collection(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:
@@ -264,6 +277,8 @@ WRAP_ROWS = (
     (_is_sequence, _wrap_sequence),
     # A dict keyed by anything else (objects, tensors) falls to the object row.
     (_is_constant_keyed_dict, _wrap_dict),
+    # A set of anything else (objects, tensors) falls to the object row.
+    (lambda v: type(v) is set and all(is_constant_value(i) for i in v), _wrap_set),
     # Exact types (an OrderedDict is not a plain dict above); subclasses are objects.
     (lambda v: type(v) in _COLLECTIONS, _wrap_collection),
     # Before the object row: a C partial or itemgetter becomes an object of its polyfill.
@@ -286,8 +301,9 @@ WRAP_ROWS = (
 
 
 def _has_identity(value: Any) -> bool:
-    """Objects whose identity matters to a trace that mutates them: lists, dicts, user objects."""
-    return type(value) in (list, dict) or (
+    """Objects whose identity matters to a trace that mutates them: lists, dicts, sets, user
+    objects."""
+    return type(value) in (list, dict, set) or (
         not isinstance(value, (torch.Tensor, type, types.ModuleType, types.FunctionType,
                                types.BuiltinFunctionType, tuple, frozenset, enum.Enum))
         and not is_constant_value(value) and hasattr(value, "__dict__"))

@@ -216,8 +216,9 @@ def _fold_method(obj: Any, name: str, args: list[VariableTracker], *extra: Varia
 class SetVariable(VariableTracker):
     """A set built in the frame, of constants (tensors hash by identity: not modelled)."""
 
-    def __init__(self, items: list[VariableTracker], frozen: bool = False) -> None:
-        super().__init__()
+    def __init__(self, items: list[VariableTracker], frozen: bool = False,
+                 source=None) -> None:
+        super().__init__(source)
         self.frozen = frozen
         self.items: dict[Any, VariableTracker] = {}
         for item in items:
@@ -249,10 +250,24 @@ class SetVariable(VariableTracker):
     def var_getattr(self, tx, name):
         return SetMethodVariable(self, name)
 
+    mutated = False
+
+    def check_mutable(self, tx) -> None:
+        """About to mutate: an input set is recorded in the side-effect ledger."""
+        if self.source is not None:
+            tx.output.side_effects.mutate_container(self)
+        self.mutated = True
+
     def reconstruct(self, codegen: OutputCodegen) -> str:
         if self.frozen:
             return codegen.constant(frozenset(self.items))
-        return codegen.remember(self, lambda cg: f"set({cg.constant(frozenset(self.items))})")
+        if self.source is not None:
+            return codegen.source_expr(self.source)  # mutations are written back by the ledger
+        return codegen.remember(self, self.reconstruct_literal)
+
+    def reconstruct_literal(self, codegen: OutputCodegen) -> str:
+        """A new set with the tracked items."""
+        return f"set({codegen.constant(tuple(self.items))})"
 
 
 class SetMethodVariable(VariableTracker):
@@ -267,12 +282,13 @@ class SetMethodVariable(VariableTracker):
 
     def call(self, tx, args, kwargs):
         values = [a.as_constant() for a in args]
-        real = set(self.obj.items)
+        real = self.obj.python_type()(self.obj.items)
         try:
             result = getattr(real, self.name)(*values)
-        except (KeyError, TypeError) as error:
+        except (AttributeError, KeyError, TypeError) as error:
             raise raise_real(error) from error
         if self.name in self.MUTATING:
+            self.obj.check_mutable(tx)
             self.obj.items = {v: wrap_constant(v) for v in real}
         if isinstance(result, (set, frozenset)):
             return SetVariable([wrap_constant(v) for v in result])

@@ -1,0 +1,169 @@
+"""Silent wrong results and missing guards of issue 20, one test per item, each against eager.
+
+Every test runs a function eagerly and under ``graphlift.compile`` on fresh copies of the same
+arguments and compares what the program can see: the return value, printed output, the user's
+exception, the arguments afterwards and module globals. Where the item is about a stale cache
+entry, the program changes between calls and each call is compared. Graph counts are compared
+with ``torch.compile`` on the same function where both trace it the same way.
+
+PYTEST_DONT_REWRITE: the cases' bytecode must be what the user wrote.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import torch
+import torch._dynamo.testing
+from corpus.harness import assert_same
+
+import graphlift
+from graphlift.testing import CompileCounter
+
+
+@dataclass
+class Run:
+    """What one call did, as the program sees it."""
+
+    result: Any
+    printed: str
+    error: tuple[type, str] | None
+    args: tuple
+
+
+def run(fn: Callable, args: tuple) -> Run:
+    """Call ``fn``; the user's exception is recorded, graphlift's own errors propagate."""
+    out = io.StringIO()
+    result, error = None, None
+    with contextlib.redirect_stdout(out):
+        try:
+            result = fn(*args)
+        except graphlift.GraphliftError:
+            raise
+        except Exception as exc:
+            error = (type(exc), str(exc))
+    return Run(result, out.getvalue(), error, args)
+
+
+def assert_same_run(eager: Run, compiled: Run) -> None:
+    assert compiled.error == eager.error, "a different exception"
+    assert compiled.printed == eager.printed, "printed output differs"
+    assert_same(eager.result, compiled.result)
+    assert_same(eager.args, compiled.args, "arguments after the call")
+
+
+def compare(fn: Callable, make: Callable[[], tuple], calls: int = 2,
+            compiled: Callable | None = None) -> Callable:
+    """Eager vs compiled on fresh arguments from ``make``, ``calls`` times; the compiled fn."""
+    compiled = compiled or graphlift.compile(fn, backend=CompileCounter())
+    for _ in range(calls):
+        assert_same_run(run(fn, make()), run(compiled, make()))
+    return compiled
+
+
+def graph_counts(fn: Callable, make: Callable[[], tuple], calls: int = 2) -> tuple[int, int]:
+    """(graphlift's graphs, torch.compile's graphs) over ``calls`` calls of ``fn``."""
+    ours = CompileCounter()
+    compiled = graphlift.compile(fn, backend=ours)
+    for _ in range(calls):
+        compiled(*make())
+    torch._dynamo.reset()
+    theirs = torch._dynamo.testing.CompileCounter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        reference = torch.compile(fn, backend=theirs)
+        for _ in range(calls):
+            reference(*make())
+    torch._dynamo.reset()
+    return ours.frame_count, theirs.frame_count
+
+
+def t(*shape: int) -> torch.Tensor:
+    return torch.arange(float(torch.Size(shape).numel())).reshape(shape) + 1
+
+
+# == item 5: ``n += 2`` on a dynamic int rebinds n only =========================================
+def iadd_int_argument(x, n):
+    m = n
+    slots = [n]
+    table = {"k": n}
+    n += 2
+    return x * m + n, m, slots, table
+
+
+def iadd_size(x):
+    n = x.shape[0]
+    m = n
+    n *= 3
+    return x.sum() * m + n, m, n
+
+
+def iadd_tensor_into_int(x):
+    s = 0
+    s += x  # int has no __iadd__: s = 0 + x, a new tensor
+    k = 1
+    k += x.shape[0]
+    return s, k
+
+
+def iadd_set_alias(x):
+    s = {1, 2}
+    alias = s
+    s |= {3}
+    s -= {1}
+    frozen = frozenset({1})
+    other = frozen
+    frozen |= {2}  # a frozenset has no __ior__: a new one
+    return x + len(alias), alias, s, other, frozen
+
+
+@pytest.mark.parametrize("fn, make", [
+    (iadd_int_argument, lambda n: (t(2), n)),
+    (iadd_size, lambda n: (t(n),)),
+    (iadd_tensor_into_int, lambda n: (t(n),)),
+    (iadd_set_alias, lambda n: (t(n),)),
+], ids=["int_argument", "size", "tensor_into_int", "set_alias"])
+def test_item05_inplace_operator_on_number_rebinds_one_name(fn, make):
+    compiled = graphlift.compile(fn, backend=CompileCounter())
+    for n in (3, 4, 5, 6):  # from the second compile on, n and sizes are dynamic
+        assert_same_run(run(fn, make(n)), run(compiled, make(n)))
+    for entry in graphlift.cache_entries(compiled):
+        assert "+=" not in entry.graph.code and "*=" not in entry.graph.code
+
+
+# == item 6: a display with a starred part and a later graph break ================================
+def list_display(x, a):
+    return [1, *a, x.sum().item(), 2]
+
+
+def dict_display(x, d):
+    return {**d, "c": x.sum().item(), "d": 4}
+
+
+def set_display(x, a):
+    return {1, *a, x.sum().item()}
+
+
+def tuple_display(x, a):
+    return (1, *a, x.sum().item())
+
+
+def call_display(x, a):
+    return max(*a, x.sum().item())
+
+
+@pytest.mark.parametrize("fn, arg", [
+    (list_display, [5, 6]), (dict_display, {"a": 1, "b": 2}), (set_display, [5, 6]),
+    (tuple_display, [5, 6]), (call_display, [5, 6]),
+], ids=["list", "dict", "set", "tuple", "call_args"])
+def test_item06_display_completed_after_a_break(fn, arg):
+    def make():
+        return t(3), type(arg)(arg)
+
+    compare(fn, make)
+    ours, theirs = graph_counts(fn, make)
+    assert ours == theirs
