@@ -27,6 +27,7 @@ class SourceKind(enum.Enum):
     ITEM = "item"  # an index into another source (tuple, list, dict)
     MODULE_MEMBER = "module_member"  # a submodule, parameter or buffer of a pinned nn.Module
     MODULE_GLOBALS = "module_globals"  # the globals of an imported Python module
+    VIEW_DICT = "view_dict"  # the dict that a dict_keys/dict_values/dict_items view shows
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,30 @@ class ModuleGlobalsSource(Source):
 
     def render(self, bind: Callable[[Any], str]) -> str:
         return bind(self.value)
+
+
+@dataclass(frozen=True)
+class ViewDictSource(Source):
+    """The dict that a ``dict_keys``, ``dict_values`` or ``dict_items`` view shows.
+
+    Shown as ``view.mapping``; ``mapping`` is only a read-only proxy, so generated code reaches
+    the dict itself as the view's one referent (a view's only reference is to its dict).
+    """
+
+    base: Source
+    kind = SourceKind.VIEW_DICT
+
+    def name(self) -> str:
+        return f"{self.base.name()}.mapping"
+
+    def expr(self) -> str:
+        return f"__import__('gc').get_referents({self.base.expr()})[0]"
+
+    def render(self, bind: Callable[[Any], str]) -> str:
+        return f"__import__('gc').get_referents({self.base.render(bind)})[0]"
+
+    def root(self) -> Source:
+        return self.base.root()
 
 
 def is_pinned(source: Source) -> bool:

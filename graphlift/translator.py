@@ -57,7 +57,7 @@ from graphlift.variables.functions import (
     UserFunctionVariable,
     bind_arguments,
 )
-from graphlift.variables.iterators import GeneratorVariable, IteratorVariable
+from graphlift.variables.iterators import GeneratorVariable, iterator_of
 from graphlift.variables.nn_module import NNModuleVariable
 from graphlift.variables.objects import ClassVariable, UserObjectVariable, bind_class_attr
 from graphlift.variables.symbolic import (
@@ -1037,11 +1037,7 @@ class InstructionTranslator:
         self.jump_or_pop(inst, False)
 
     def GET_ITER(self, inst: Instruction) -> None:
-        value = self.pop()
-        if isinstance(value, IteratorVariable):
-            self.push(value)
-        else:
-            self.push(IteratorVariable(value.unpack(self)))
+        self.push(iterator_of(self, self.pop()))
 
     def FOR_ITER(self, inst: Instruction) -> None:
         item = self.peek().next_item()

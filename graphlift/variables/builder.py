@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import enum
+import gc
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,7 @@ from graphlift.config import config
 from graphlift.exc import Unsupported
 from graphlift.polyfills import POLYFILLS
 from graphlift.resume import GradModeExit
-from graphlift.sources import AttrSource, ItemSource, Source, is_pinned
+from graphlift.sources import AttrSource, ItemSource, Source, ViewDictSource, is_pinned
 from graphlift.variables.base import VariableTracker
 from graphlift.variables.callables import (
     StandInObjectVariable,
@@ -35,7 +36,9 @@ from graphlift.variables.constant import (
     wrap_constant,
 )
 from graphlift.variables.containers import (
+    DICT_VIEW_TYPES,
     DictVariable,
+    DictViewVariable,
     ListVariable,
     SetVariable,
     TupleVariable,
@@ -151,6 +154,15 @@ def _wrap_dict(builder: VariableBuilder, value: dict, source: Source) -> Variabl
     guards.dict_keys(source, list(value))
     return DictVariable({k: builder.wrap(v, ItemSource(source, k)) for k, v in value.items()},
                         source)
+
+
+def _wrap_dict_view(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:
+    """A dict view (live across a graph break): a view tracker over its dict's tracker."""
+    builder.tx.guards.type_match(source, value)
+    mapping = builder.wrap(gc.get_referents(value)[0], ViewDictSource(source))
+    if not isinstance(mapping, DictVariable):
+        return UserObjectVariable(value, source)  # a dict keyed by objects: not modelled
+    return DictViewVariable(mapping, DICT_VIEW_TYPES[type(value)], source)
 
 
 def _wrap_set(builder: VariableBuilder, value: set, source: Source) -> VariableTracker:
@@ -277,6 +289,8 @@ WRAP_ROWS = (
     (_is_sequence, _wrap_sequence),
     # A dict keyed by anything else (objects, tensors) falls to the object row.
     (_is_constant_keyed_dict, _wrap_dict),
+    # Exact types: keys(), values() and items() of a plain dict (an OrderedDict's are objects).
+    (lambda v: type(v) in DICT_VIEW_TYPES, _wrap_dict_view),
     # A set of anything else (objects, tensors) falls to the object row.
     (lambda v: type(v) is set and all(is_constant_value(i) for i in v), _wrap_set),
     # Exact types (an OrderedDict is not a plain dict above); subclasses are objects.

@@ -31,9 +31,12 @@ from graphlift.variables.containers import (
 from graphlift.variables.exceptions import ExceptionVariable
 from graphlift.variables.functions import UserFunctionVariable
 from graphlift.variables.iterators import (
+    EnumerateIteratorVariable,
     GeneratorVariable,
     IteratorVariable,
     LazyIteratorVariable,
+    ZipIteratorVariable,
+    iterator_of,
 )
 from graphlift.variables.objects import ClassVariable, SuperVariable, UserObjectVariable
 from graphlift.variables.symbolic import int_of, size_variable
@@ -160,17 +163,17 @@ def _iterator(items: list[VariableTracker]) -> VariableTracker:
 
 
 def _zip(tx, args, kwargs):
+    if kwargs.get("strict") is None or not kwargs["strict"].as_constant():
+        return ZipIteratorVariable([iterator_of(tx, a) for a in args])  # lazy: lists stay live
     columns = [_items(tx, a) for a in args]
-    if kwargs.get("strict") is not None and kwargs["strict"].as_constant():
-        if len({len(c) for c in columns}) > 1:
-            raise Unsupported("zip(strict=True) with unequal lengths", break_type="user_exception")
+    if len({len(c) for c in columns}) > 1:
+        raise Unsupported("zip(strict=True) with unequal lengths", break_type="user_exception")
     return _iterator([TupleVariable(list(row)) for row in zip(*columns)])
 
 
 def _enumerate(tx, args, kwargs):
     start = (args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0))).as_constant()
-    return _iterator([TupleVariable([ConstantVariable(i), v])
-                      for i, v in enumerate(_items(tx, args[0]), start)])
+    return EnumerateIteratorVariable(iterator_of(tx, args[0]), start)
 
 
 def _reversed(tx, args, kwargs):
@@ -199,7 +202,7 @@ def _iter(tx, args, kwargs):
         if isinstance(iterator, UserObjectVariable):  # an object with __next__
             return _iterator(iterator.drain(tx))
         raise Unsupported(f"{value.describe()}.__iter__ returned {iterator!r}, not an iterator")
-    return _iterator(_items(tx, value))
+    return iterator_of(tx, value)
 
 
 def _next(tx, args, kwargs):

@@ -358,12 +358,8 @@ class DictMethodVariable(VariableTracker):
     def call(self, tx, args, kwargs):
         items = self.obj.items
         name = self.name
-        if name == "keys":
-            return ListVariable([wrap_constant(k) for k in items])
-        if name == "values":
-            return ListVariable(list(items.values()))
-        if name == "items":
-            return ListVariable([TupleVariable([wrap_constant(k), v]) for k, v in items.items()])
+        if name in ("keys", "values", "items"):
+            return DictViewVariable(self.obj, name)
         if name == "get":
             default = args[1] if len(args) > 1 else ConstantVariable(None)
             return items.get(args[0].as_constant(), default)
@@ -400,6 +396,54 @@ class DictMethodVariable(VariableTracker):
             return ConstantVariable(None)
         raise Unsupported(f"dict.{name}")
 
+
+class DictViewVariable(VariableTracker):
+    """``d.keys()``, ``d.values()``, ``d.items()``: live views, read from the dict tracker at each
+    use, so keys added after the view was taken are in it (``len``, ``in``, iteration)."""
+
+    def __init__(self, mapping: DictVariable, kind: str, source=None) -> None:
+        super().__init__(source)
+        self.dict, self.kind = mapping, kind
+
+    def describe(self) -> str:
+        return f"{self.kind} of {self.dict!r}"
+
+    def python_type(self) -> type:
+        return type(getattr(self.dict.python_type()(), self.kind)())  # dict_keys, odict_items...
+
+    def is_constant(self) -> bool:
+        return self.kind == "keys" or self.dict.is_constant()
+
+    def as_constant(self) -> Any:
+        """A real view of the same kind over the current items (``&``, ``==``, ``in`` fold)."""
+        values = {k: v.as_constant() for k, v in self.dict.items.items()} \
+            if self.kind != "keys" else dict.fromkeys(self.dict.items)
+        return getattr(values, self.kind)()
+
+    def truthy(self, tx: InstructionTranslator) -> bool:
+        return bool(self.dict.items)
+
+    def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
+        items = self.dict.items
+        if self.kind == "keys":
+            return [wrap_constant(k) for k in items]
+        if self.kind == "values":
+            return list(items.values())
+        return [TupleVariable([wrap_constant(k), v]) for k, v in items.items()]
+
+    def var_getattr(self, tx, name):
+        if name == "mapping":
+            raise Unsupported("dict view .mapping (a read-only proxy) is not modelled")
+        return ConstantVariable(self.as_constant()).var_getattr(tx, name)  # isdisjoint...
+
+    def reconstruct(self, codegen: OutputCodegen) -> str:
+        if self.source is not None:
+            return codegen.source_expr(self.source)  # the very view object from the inputs
+        return f"{self.dict.reconstruct(codegen)}.{self.kind}()"  # a view of the same dict
+
+
+# The exact types of a plain dict's views -> the method that makes them.
+DICT_VIEW_TYPES = {type(getattr({}, kind)()): kind for kind in ("keys", "values", "items")}
 
 
 def _is_structseq(cls: type) -> bool:

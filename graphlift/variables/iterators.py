@@ -10,10 +10,24 @@ A call of a generator function is a :class:`GeneratorVariable`: the callee's fra
 translator that has not started. Each ``next`` resumes it up to its next ``yield``, so the
 body's side effects interleave with the consumer's exactly as in eager Python, and a generator
 that never ends is fine as long as its consumer stops.
+
+:func:`iterator_of` (GET_ITER, ``for``, ``iter()``, ``enumerate``, ``zip``) gives, by what the
+value is, the iterator that CPython's would behave like when the loop body changes the container:
+
+====================  ==========================================================================
+list                  :class:`ListIteratorVariable`: reads the list's items at each step, so
+                      items appended in the body are reached and popped ones are not
+dict, its views, a    :class:`CheckedIteratorVariable`: raises eager's ``RuntimeError`` when the
+set, a deque          container changes size during the loop (values are read at each step)
+an iterator           itself (a generator, ``zip``, ``enumerate``: each steps when asked)
+anything else         :class:`IteratorVariable` over its items, taken at once (tuples, ranges,
+                      strings, tensors: nothing can change them)
+====================  ==========================================================================
 """
 
 from __future__ import annotations
 
+import collections
 import enum
 import types
 from collections.abc import Iterator
@@ -22,6 +36,13 @@ from typing import TYPE_CHECKING, Any
 from graphlift.exc import Unsupported
 from graphlift.variables.base import TracedException, VariableTracker, raise_real
 from graphlift.variables.constant import ConstantVariable, wrap_constant
+from graphlift.variables.containers import (
+    DictVariable,
+    DictViewVariable,
+    ListVariable,
+    SetVariable,
+    TupleVariable,
+)
 from graphlift.variables.exceptions import ExceptionVariable, stop_iteration_error, tracker_of
 
 if TYPE_CHECKING:
@@ -67,6 +88,143 @@ class IteratorVariable(VariableTracker):
     def stop_args(self) -> list[VariableTracker]:
         """The arguments of the StopIteration that the last exhausting ``next`` raises."""
         return []
+
+
+class SteppedIteratorVariable(IteratorVariable):
+    """An iterator whose items are made by ``next_item`` at each step, not held in ``items``."""
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        return list(self.iterate(tx))
+
+
+class ListIteratorVariable(SteppedIteratorVariable):
+    """``iter(list)``: an index into the list tracker's items as they are at each step.
+
+    Once exhausted it stays exhausted, even if the list grows later (as CPython's does).
+    """
+
+    def __init__(self, seq: ListVariable) -> None:
+        super().__init__([])
+        self.seq = seq
+        self.exhausted = False
+
+    def next_item(self) -> VariableTracker | None:
+        items = self.seq.items
+        if self.exhausted or self.index >= len(items):
+            self.exhausted = True
+            return None
+        self.index += 1
+        return items[self.index - 1]
+
+
+class CheckedIteratorVariable(SteppedIteratorVariable):
+    """``iter()`` of a dict, a dict view, a set or a deque: eager raises ``RuntimeError`` at the
+    next step when the container changed size during the loop (for a deque: changed at all).
+
+    A dict whose keys changed but not their number is not followed: CPython's answer depends on
+    its hash table's layout, so the trace gives up rather than guess.
+    """
+
+    def __init__(self, container: VariableTracker, kind: str = "keys") -> None:
+        super().__init__([])
+        self.container, self.kind = container, kind
+        self.start = self._state()
+        self.keys = self._keys()
+        self.broken = False  # CPython's error is sticky: every later step raises again
+
+    def _keys(self) -> list[Any]:
+        if _is_deque(self.container):
+            return list(self.container.items)
+        if isinstance(self.container, SetVariable):
+            return list(set(self.container.items))  # the order a real set iterates in
+        return list(self.container.items)
+
+    def _state(self) -> tuple:
+        items = self.container.items
+        if _is_deque(self.container):
+            return tuple(id(i) for i in items)
+        return (len(items),)
+
+    def next_item(self) -> VariableTracker | None:
+        if self.broken or self._state() != self.start:
+            self.broken = True
+            raise raise_real(RuntimeError(_changed_message(self.container)))
+        if self.index >= len(self.keys):
+            return None
+        if self._keys()[:len(self.keys)] != self.keys:
+            raise Unsupported("the dict's keys changed (not their number) during iteration: "
+                              "CPython's answer depends on its hash table's layout")
+        key = self.keys[self.index]
+        self.index += 1
+        if _is_deque(self.container):
+            return key
+        if self.kind == "keys":
+            return wrap_constant(key)
+        value = self.container.items[key]
+        return value if self.kind == "values" else TupleVariable([wrap_constant(key), value])
+
+
+class EnumerateIteratorVariable(SteppedIteratorVariable):
+    """``enumerate(iterable, start)``: steps its iterator only when asked (lists stay live)."""
+
+    def __init__(self, inner: IteratorVariable, start: int) -> None:
+        super().__init__([])
+        self.inner, self.count = inner, start
+
+    def next_item(self) -> VariableTracker | None:
+        item = self.inner.next_item()
+        if item is None:
+            return None
+        self.count += 1
+        return TupleVariable([wrap_constant(self.count - 1), item])
+
+
+class ZipIteratorVariable(SteppedIteratorVariable):
+    """``zip(*iterables)``: one item from each iterator in turn, to the shortest, when asked."""
+
+    def __init__(self, inners: list[IteratorVariable]) -> None:
+        super().__init__([])
+        self.inners = inners
+
+    def next_item(self) -> VariableTracker | None:
+        if not self.inners:
+            return None
+        row = []
+        for inner in self.inners:
+            item = inner.next_item()
+            if item is None:
+                return None  # the items taken from earlier iterators are lost, as in CPython
+            row.append(item)
+        return TupleVariable(row)
+
+
+def _is_deque(value: VariableTracker) -> bool:
+    # By type: the deque tracker (variables/collections.py) is built on the builtins, which
+    # build on these iterators.
+    return isinstance(value, ListVariable) and value.python_type() is collections.deque
+
+
+def _changed_message(container: VariableTracker) -> str:
+    if _is_deque(container):
+        return "deque mutated during iteration"
+    if isinstance(container, SetVariable):
+        return "Set changed size during iteration"
+    return "dictionary changed size during iteration"
+
+
+def iterator_of(tx, value: VariableTracker) -> IteratorVariable:
+    """``iter(value)``: the iterator that behaves like CPython's (see the module docstring)."""
+    if isinstance(value, IteratorVariable):
+        return value  # iter(iterator) is the iterator itself
+    if _is_deque(value):
+        return CheckedIteratorVariable(value)
+    if isinstance(value, ListVariable):
+        return ListIteratorVariable(value)
+    if isinstance(value, DictViewVariable):
+        return CheckedIteratorVariable(value.dict, value.kind)
+    if isinstance(value, (DictVariable, SetVariable)):
+        return CheckedIteratorVariable(value)
+    return IteratorVariable(value.unpack(tx))
 
 
 class LazyIteratorVariable(IteratorVariable):
