@@ -66,18 +66,22 @@ def compare(fn: Callable, make: Callable[[], tuple], calls: int = 2,
     return compiled
 
 
-def graph_counts(fn: Callable, make: Callable[[], tuple], calls: int = 2) -> tuple[int, int]:
-    """(graphlift's graphs, torch.compile's graphs) over ``calls`` calls of ``fn``."""
+def graph_counts(fn: Callable, make: Callable[[], tuple], calls: int = 2,
+                 after: Callable[[], None] = lambda: None) -> tuple[int, int]:
+    """(graphlift's graphs, torch.compile's graphs) over ``calls`` calls of ``fn``; ``after``
+    runs after each call (to undo global state the call changed)."""
     ours = CompileCounter()
     compiled = graphlift.compile(fn, backend=ours)
     for _ in range(calls):
         compiled(*make())
+        after()
     torch._dynamo.reset()
     theirs = torch._dynamo.testing.CompileCounter()
     with contextlib.redirect_stdout(io.StringIO()):
         reference = torch.compile(fn, backend=theirs)
         for _ in range(calls):
             reference(*make())
+            after()
     torch._dynamo.reset()
     return ours.frame_count, theirs.frame_count
 
@@ -330,4 +334,72 @@ def test_item04_loops_iterate_the_live_container(fn):
     compiled = compare(fn, make)
     assert graphlift.stats(compiled).graph_breaks == 0  # traced, not run eagerly
     ours, theirs = graph_counts(fn, make)
+    assert ours == theirs, f"graphs: graphlift {ours}, torch.compile {theirs}"
+
+
+# == item 8: grad mode switched with torch._C._set_grad_enabled inside no_grad ====================
+class GradOn:
+    """A context manager written with the C switch, as library code does."""
+
+    def __enter__(self):
+        self.previous = torch.is_grad_enabled()
+        torch._C._set_grad_enabled(True)
+
+    def __exit__(self, *exc_info):
+        torch._C._set_grad_enabled(self.previous)
+
+
+@contextlib.contextmanager
+def grad_on():
+    previous = torch.is_grad_enabled()
+    torch._C._set_grad_enabled(True)
+    try:
+        yield
+    finally:
+        torch._C._set_grad_enabled(previous)
+
+
+def switch_in_class_manager(x):
+    with torch.no_grad():
+        with GradOn():
+            y = x * 2
+        z = x * 3
+    return y, z, y.requires_grad, z.requires_grad, torch.is_grad_enabled()
+
+
+def switch_in_generator_manager(x):
+    with torch.no_grad():
+        with grad_on():
+            y = x * 2
+        z = x * 3
+    return y, z, y.requires_grad, z.requires_grad, torch.is_grad_enabled()
+
+
+def switch_as_statements(x):
+    torch._C._set_grad_enabled(False)
+    y = x * 2
+    torch.set_grad_enabled(True)
+    z = y * x
+    torch._C._set_grad_enabled(False)
+    return y, z, z.requires_grad  # grad mode stays off after the call, as in eager
+
+
+@pytest.mark.parametrize("fn", [switch_in_class_manager, switch_in_generator_manager,
+                                switch_as_statements])
+def test_item08_grad_switch_inside_no_grad(fn):
+    def make():
+        return (t(2).requires_grad_(),)
+
+    compiled = graphlift.compile(fn, backend=CompileCounter())
+    for _ in range(2):
+        try:
+            eager = run(fn, make())
+            eager_mode = torch.is_grad_enabled()
+            torch._C._set_grad_enabled(True)
+            result = run(compiled, make())
+            assert torch.is_grad_enabled() == eager_mode, "grad mode after the call differs"
+        finally:
+            torch._C._set_grad_enabled(True)
+        assert_same_run(eager, result)
+    ours, theirs = graph_counts(fn, make, after=lambda: torch._C._set_grad_enabled(True))
     assert ours == theirs, f"graphs: graphlift {ours}, torch.compile {theirs}"

@@ -34,6 +34,7 @@ from graphlift.variables.containers import (
     ListVariable,
     TupleVariable,
 )
+from graphlift.variables.context import set_grad_mode
 from graphlift.variables.symbolic import (
     SizeVariable,
     SliceVariable,
@@ -170,6 +171,9 @@ class TorchCallableVariable(VariableTracker):
         return type(self.fn)
 
     def call(self, tx, args, kwargs):
+        switch = STATE_SWITCHES.get(self.fn)
+        if switch is not None:
+            return switch(tx, args, kwargs)
         reason = trace_rules.stateful_reason(self.fn)
         if reason is not None:
             raise Unsupported(f"torch.{self.describe()} {reason}", break_type="skipped_function")
@@ -177,6 +181,23 @@ class TorchCallableVariable(VariableTracker):
 
     def reconstruct(self, codegen: OutputCodegen) -> str:
         return codegen.constant(self.fn)
+
+
+def _set_grad_enabled(tx: InstructionTranslator, args: list[VariableTracker],
+                      kwargs: dict[str, VariableTracker]) -> VariableTracker:
+    """``torch._C._set_grad_enabled(mode)`` called as a statement (a context manager written with
+    it): the trace follows the switch, and the graph makes it at the same point."""
+    (mode,) = [*args, *kwargs.values()]
+    set_grad_mode(tx, bool(mode.as_constant()))
+    return ConstantVariable(None)
+
+
+# Torch functions that switch global state the graph can switch too: one handler per row. (Any
+# other call that returns None has no value to fold, so a graph break would be its only
+# faithful form; the rows here keep the common ones in the graph.)
+STATE_SWITCHES = {
+    torch._C._set_grad_enabled: _set_grad_enabled,  # what no_grad()/enable_grad() call inside
+}
 
 
 # -- the one place where tensor operations are traced ------------------------------------------
