@@ -36,7 +36,8 @@ class GuardKind(enum.Enum):
     LENGTH_CHECK = "length_check"  # len(v) == n for tuples and lists whose items were read
     DICT_KEYS = "dict_keys"  # list(d) == [keys...] for dicts whose items were read
     SET_ITEMS = "set_items"  # list(s) == [items...] for sets of constants, in iteration order
-    GLOBAL_STATE = "global_state"  # grad mode, autocast, default dtype
+    ATTR_ABSENT = "attr_absent"  # not hasattr(v, name); or name not in v.__dict__ (unshadowed)
+    GLOBAL_STATE = "global_state"  # grad mode, autocast, default dtype; switches the frame read
     NN_MODULE = "nn_module"  # a pinned module is unchanged: structure version, tensor flags
     SYMBOLIC_SHAPE = "symbolic_shape"  # what the ShapeEnv assumed: 2 <= s0, s0 == s1, 2*s0 <= 100
 
@@ -325,6 +326,35 @@ class GuardBuilder:
         current = f"{fn}({self.expr(source)})"
         check = f"{current} == {expected_expr}"
         self._add(Guard(kind, f"{fn}({source.name()}) == {expected!r}", check, current))
+        self._fast.append(check)
+
+    def attr_absent(self, source: Source, name: str) -> None:
+        """``source`` has no attribute ``name``: the trace took ``getattr``'s default, ``hasattr``
+        was False, or an ``AttributeError`` was caught. (Only for objects without a
+        ``__getattr__`` of their own, so the check runs no user code.)"""
+        if not self._once((GuardKind.ATTR_ABSENT, source, name)):
+            return
+        check = f"not hasattr({self.expr(source)}, {name!r})"
+        self._add(Guard(GuardKind.ATTR_ABSENT, f"not hasattr({source.name()}, {name!r})", check))
+        self._fast.append(check)
+
+    def not_shadowed(self, source: Source, name: str) -> None:
+        """A class attribute read through an object stays the class's: the object gets no
+        instance attribute of that name (``o.method = ...`` later would win over it)."""
+        if not self._once((GuardKind.ATTR_ABSENT, source, name, "__dict__")):
+            return
+        check = f"{name!r} not in {self.expr(source)}.__dict__"
+        self._add(Guard(GuardKind.ATTR_ABSENT, f"{name!r} not in {source.name()}.__dict__", check))
+        self._fast.append(check)
+
+    def global_switch(self, read: Callable[[], Any], text: str, value: Any) -> None:
+        """A switch of the process the frame read (``torch.are_deterministic_algorithms_enabled()``,
+        ``torch.backends.cudnn.benchmark``): ``read()`` still gives ``value``."""
+        if not self._once((GuardKind.GLOBAL_STATE, text)):
+            return
+        current = f"{self.const(read)}()"
+        check = f"{current} == {self.const(value)}"
+        self._add(Guard(GuardKind.GLOBAL_STATE, f"{text} == {value!r}", check, current))
         self._fast.append(check)
 
     # -- nn.Module guards (see graphlift.variables.nn_module) -----------------------------------

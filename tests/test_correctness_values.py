@@ -403,3 +403,137 @@ def test_item08_grad_switch_inside_no_grad(fn):
         assert_same_run(eager, result)
     ours, theirs = graph_counts(fn, make, after=lambda: torch._C._set_grad_enabled(True))
     assert ours == theirs, f"graphs: graphlift {ours}, torch.compile {theirs}"
+
+
+# == item 12: what the trace read as absent, unshadowed or switched is guarded ====================
+class Plain:
+    kind = "plain"
+
+    def method(self):
+        return 1
+
+
+class Scaled:
+    scale = 2
+
+    @staticmethod
+    def offset(x):
+        return x + 1
+
+
+class ScaledChild(Scaled):
+    pass
+
+
+class Flagged(torch.nn.Module):
+    def helper(self):
+        return 2
+
+    def forward(self, x):
+        return x * (5 if hasattr(self, "flag") else 3) + self.helper()
+
+
+def read_with_default(x, o):
+    return x * getattr(o, "extra", 1)
+
+
+def read_hasattr(x, o):
+    return x * (2 if hasattr(o, "flag") else 3)
+
+
+def read_caught(x, o):
+    try:
+        return x * o.extra
+    except AttributeError:
+        return x - 1
+
+
+def call_method(x, o):
+    return x * o.method() + len(o.kind)
+
+
+def read_class_attrs(x):
+    return x * Scaled.scale + Scaled.offset(x) + ScaledChild.scale
+
+
+def call_module(x, m):
+    return m(x)
+
+
+def read_switches(x):
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    return x + (1 if deterministic else 2) + (10 if torch.backends.cudnn.benchmark else 20)
+
+
+def _set_attr(obj: Any, name: str, value: Any) -> Callable[[], None]:
+    setattr(obj, name, value)
+    return lambda: delattr(obj, name)
+
+
+def _replace_class_attrs() -> Callable[[], None]:
+    original = Scaled.__dict__["offset"]
+    Scaled.scale, Scaled.offset = 10, staticmethod(lambda x: x + 100)
+    ScaledChild.scale = 7  # an attribute of its own now, shadowing the base's
+
+    def undo():
+        Scaled.scale, Scaled.offset = 2, original
+        del ScaledChild.scale
+
+    return undo
+
+
+def _flip_switches() -> Callable[[], None]:
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = not torch.backends.cudnn.benchmark
+
+    def undo():
+        torch.use_deterministic_algorithms(False)
+        torch.backends.cudnn.benchmark = not torch.backends.cudnn.benchmark
+
+    return undo
+
+
+SHARED_PLAIN, SHARED_MODULE = Plain(), Flagged()
+
+
+@pytest.mark.parametrize("fn, args, change", [
+    (read_with_default, (SHARED_PLAIN,), lambda: _set_attr(SHARED_PLAIN, "extra", 5)),
+    (read_hasattr, (SHARED_PLAIN,), lambda: _set_attr(SHARED_PLAIN, "flag", True)),
+    (read_caught, (SHARED_PLAIN,), lambda: _set_attr(SHARED_PLAIN, "extra", 4)),
+    (call_method, (SHARED_PLAIN,), lambda: _set_attr(SHARED_PLAIN, "method", lambda: 7)),
+    (call_method, (SHARED_PLAIN,), lambda: _set_attr(SHARED_PLAIN, "kind", "own")),
+    (read_class_attrs, (), _replace_class_attrs),
+    (call_module, (SHARED_MODULE,), lambda: _set_attr(SHARED_MODULE, "flag", 1)),
+    (call_module, (SHARED_MODULE,), lambda: _set_attr(SHARED_MODULE, "helper", lambda: 9)),
+    (read_switches, (), _flip_switches),
+], ids=["getattr_default", "hasattr", "caught_attribute_error", "shadowed_method",
+        "shadowed_class_constant", "class_attrs", "module_hasattr", "module_shadowed_method",
+        "global_switches"])
+def test_item12_changed_program_is_not_served_a_stale_entry(fn, args, change):
+    def make():
+        return (t(2), *args)
+
+    counter = CompileCounter()
+    compiled = graphlift.compile(fn, backend=counter)
+    compare(fn, make, compiled=compiled)
+    undo = change()
+    try:
+        compare(fn, make, compiled=compiled)  # the second call recompiles (or hits) correctly
+    finally:
+        undo()
+    compare(fn, make, compiled=compiled)  # and the first entry serves the first state again
+    assert graphlift.stats(compiled).compiles == 2
+    # torch.compile compiles twice as well, except where it misses the caught AttributeError
+    # and serves its first graph (a wrong answer graphlift does not give).
+    theirs = torch._dynamo.testing.CompileCounter()
+    reference = torch.compile(fn, backend=theirs)
+    torch._dynamo.reset()
+    reference(*make())
+    undo = change()
+    try:
+        reference(*make())
+    finally:
+        undo()
+        torch._dynamo.reset()
+    graphs = (counter.frame_count, theirs.frame_count)
+    assert graphs == (2, 1 if fn is read_caught else 2), f"graphs (graphlift, tc): {graphs}"

@@ -132,6 +132,8 @@ class NNModuleVariable(UserObjectVariable):
         if name in instance_dict:
             return self._plain_attr(tx, name, instance_dict[name])
         if class_attr is not MISSING:
+            if self.source is not None:
+                tx.guards.not_shadowed(self.source, name)  # module.method = ... later would win
             native = NATIVE_METHODS.get(class_attr) if isinstance(class_attr, types.FunctionType) \
                 else None
             if native is not None:
@@ -142,6 +144,8 @@ class NNModuleVariable(UserObjectVariable):
                 return self.member(tx, registry, name)
         if lookup_class_attr(cls, "__getattr__") is not nn.Module.__getattr__:
             raise Unsupported(f"{cls.__qualname__}.__getattr__ is not traced")
+        if self.source is not None:
+            tx.guards.attr_absent(self.source, name)  # hasattr(module, name) was False
         raise Unsupported(f"'{cls.__qualname__}' object has no attribute {name!r}",
                           break_type="user_exception")
 

@@ -7,6 +7,7 @@ the tracker and are rebuilt if the object leaves the frame.
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,10 @@ def is_user_class(cls: type) -> bool:
     return module not in ("builtins",) and not module.startswith("torch")
 
 
+# Modules of torch whose constant attributes are process-wide switches (guarded when read).
+SWITCH_MODULES = ("torch.backends.",)
+
+
 class PythonModuleVariable(VariableTracker):
     """``torch``, ``math``, a user module: attribute loads resolve to the real attribute."""
 
@@ -58,8 +63,15 @@ class PythonModuleVariable(VariableTracker):
         try:
             value = getattr(self.module, name)
         except AttributeError as error:
+            if self.source is not None and not is_torch_module(self.module):
+                tx.guards.attr_absent(self.source, name)  # hasattr(mod, name) was False
             raise Unsupported(f"module {self.module.__name__!r} has no attribute {name!r}",
                               break_type="user_exception") from error
+        if is_constant_value(value) and self.module.__name__.startswith(SWITCH_MODULES):
+            # torch.backends.cudnn.benchmark: a switch the user flips, not a fixed name.
+            read = functools.partial(getattr, self.module, name)
+            tx.guards.global_switch(read, f"{self.module.__name__}.{name}", value)
+            return ConstantVariable(value)
         # torch's own namespaces are trusted not to be monkey-patched between calls.
         if self.source is None or is_torch_module(self.module):
             return tx.wrap_unguarded(value)
@@ -73,6 +85,8 @@ def bind_class_attr(tx, obj: VariableTracker, cls: type, name: str, attr: Any,
                     attr_source) -> VariableTracker:
     """What ``obj.name`` gives for a class attribute ``attr``: methods bind, properties run."""
     if isinstance(attr, staticmethod):
+        if attr_source is not None:  # the source reads the function itself: guarded by code
+            return tx.builder.wrap(attr.__func__, attr_source)
         return UserFunctionVariable(attr.__func__)
     if isinstance(attr, classmethod):
         return UserMethodVariable(UserFunctionVariable(attr.__func__), ClassVariable(cls))
@@ -116,14 +130,18 @@ class ClassVariable(VariableTracker):
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
             return wrap_constant(getattr(self.cls, name))
         attr = lookup_class_attr(self.cls, name)
+        # Through the class's source, the value read is guarded: ``C.scale = 3`` is seen.
+        source = AttrSource(self.source, name) if self.source is not None else None
         if attr is MISSING:
+            if source is not None:
+                tx.guards.attr_absent(self.source, name)
             raise Unsupported(f"type object {self.cls.__qualname__!r} has no attribute {name!r}",
                               break_type="user_exception")
-        if isinstance(attr, types.FunctionType):
-            return UserFunctionVariable(attr)  # unbound: called with an explicit self
+        if isinstance(attr, types.FunctionType):  # unbound: called with an explicit self
+            return UserFunctionVariable(attr) if source is None else tx.builder.wrap(attr, source)
         if isinstance(attr, property):
             raise Unsupported("property object read from a class")
-        return bind_class_attr(tx, self, self.cls, name, attr, None)
+        return bind_class_attr(tx, self, self.cls, name, attr, source)
 
     def call(self, tx, args, kwargs):
         constructor = CONSTRUCTORS.get(self.cls)
@@ -270,16 +288,25 @@ class UserObjectVariable(VariableTracker):
             try:  # a __slots__ attribute of an object from the inputs: read it for real
                 return self._wrap_attr(tx, name, class_attr.__get__(self.value, self.cls))
             except AttributeError as error:
+                self._guard_absent(tx, name)
                 raise raise_real(error) from error
         if class_attr is MISSING:
             if lookup_class_attr(self.cls, "__getattr__") is not MISSING:
                 raise Unsupported(f"{self.cls.__qualname__}.__getattr__ is not traced")
+            self._guard_absent(tx, name)
             raise raise_real(AttributeError(
                 f"{self.cls.__qualname__!r} object has no attribute {name!r}"))
         source = None
         if self.source is not None:
             source = AttrSource(AttrSource(self.source, "__class__"), name)
+            if not data_descriptor and hasattr(self.value, "__dict__"):
+                tx.guards.not_shadowed(self.source, name)  # o.method = ... later would win
         return bind_class_attr(tx, self, self.cls, name, class_attr, source)
+
+    def _guard_absent(self, tx, name: str) -> None:
+        """The object from the inputs has no attribute ``name``: a later call's object may."""
+        if self.source is not None and not self.is_new:
+            tx.guards.attr_absent(self.source, name)
 
     def _wrap_attr(self, tx, name: str, value: Any) -> VariableTracker:
         if self.source is None:

@@ -174,6 +174,10 @@ class TorchCallableVariable(VariableTracker):
         switch = STATE_SWITCHES.get(self.fn)
         if switch is not None:
             return switch(tx, args, kwargs)
+        if self.fn in STATE_READERS and not args and not kwargs:
+            value = self.fn()  # folded, and guarded: the switch may be flipped between calls
+            tx.guards.global_switch(self.fn, f"torch.{self.describe()}()", value)
+            return wrap_constant(value)
         reason = trace_rules.stateful_reason(self.fn)
         if reason is not None:
             raise Unsupported(f"torch.{self.describe()} {reason}", break_type="skipped_function")
@@ -198,6 +202,22 @@ def _set_grad_enabled(tx: InstructionTranslator, args: list[VariableTracker],
 STATE_SWITCHES = {
     torch._C._set_grad_enabled: _set_grad_enabled,  # what no_grad()/enable_grad() call inside
 }
+
+
+# Torch functions that read a process-wide switch: the value is folded under a guard. (Grad mode
+# and autocast are not here: the trace switches them itself, and the entry guards their state at
+# the call.)
+STATE_READERS = frozenset({
+    torch.are_deterministic_algorithms_enabled,
+    torch.is_deterministic_algorithms_warn_only_enabled,
+    torch.get_deterministic_debug_mode,
+    torch.get_float32_matmul_precision,
+    torch.get_default_dtype,  # also guarded with grad mode when the frame makes a graph
+    torch.is_anomaly_enabled,
+    torch.is_anomaly_check_nan_enabled,
+    torch.is_inference_mode_enabled,
+    torch.get_num_threads,
+})
 
 
 # -- the one place where tensor operations are traced ------------------------------------------
