@@ -114,9 +114,15 @@ class OutputCodegen:
 
     def eager_call(self, fn: VariableTracker, args: list[VariableTracker],
                    kwargs: dict[str, VariableTracker], options: Any) -> str:
-        """A call to run eagerly at a graph break; user functions go through their own cache."""
-        parts = [self.callable_arg(a, options) for a in args]
-        parts += [f"{k}={self.callable_arg(v, options)}" for k, v in kwargs.items()]
+        """A call to run eagerly at a graph break; a user callee goes through its own cache.
+
+        The arguments are the program's own objects: a function passed along stays that
+        function (identity tests, ``inspect.signature``), so it runs uncompiled when the callee
+        calls it. (Intercepting a call of that very object would need a frame-evaluation hook,
+        or swapping its ``__code__``, which the program can see.)
+        """
+        parts = [a.reconstruct(self) for a in args]
+        parts += [f"{k}={v.reconstruct(self)}" for k, v in kwargs.items()]
         return f"{self.callable_expr(fn, options)}({', '.join(parts)})"
 
     def callable_expr(self, fn: VariableTracker, options: Any) -> str:
@@ -133,12 +139,6 @@ class OutputCodegen:
             call = self.constant(self.wrappers.module_call)
             return f"{call}({module}, {self.constant(options)})"
         return fn.reconstruct(self)
-
-    def callable_arg(self, value: VariableTracker, options: Any) -> str:
-        """An argument of an eager call: user functions passed along are compiled too."""
-        if isinstance(value, UserFunctionVariable):
-            return self.compiled(value, options)
-        return value.reconstruct(self)
 
     def compiled(self, fn: VariableTracker, options: Any) -> str:
         """The graphlift wrapper of a user function (nested frames are compiled, not traced).

@@ -537,3 +537,58 @@ def test_item12_changed_program_is_not_served_a_stale_entry(fn, args, change):
         torch._dynamo.reset()
     graphs = (counter.frame_count, theirs.frame_count)
     assert graphs == (2, 1 if fn is read_caught else 2), f"graphs (graphlift, tc): {graphs}"
+
+
+# == item 7: a function passed to the call run eagerly at a break is the program's own ===========
+def plus_one(x):
+    return x + 1
+
+
+REGISTRY = [plus_one]
+
+
+@graphlift.disable
+def apply_if_known(fn, x):
+    return fn(x) if fn is plus_one and fn in REGISTRY else x - 1
+
+
+def pass_function_to_eager_call(x):
+    return apply_if_known(plus_one, x) * 2
+
+
+def signature_at_break(x):
+    import inspect
+
+    return x * len(str(inspect.signature(plus_one))), inspect.unwrap(plus_one) is plus_one
+
+
+class Double(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 3  # not the true derivative: proves this backward ran
+
+
+def autograd_function(x):
+    y = Double.apply(x + 1)
+    print("after apply")
+    return Double.apply(y).sum()
+
+
+@pytest.mark.parametrize("fn", [pass_function_to_eager_call, signature_at_break,
+                                autograd_function])
+def test_item07_objects_passed_at_a_break_are_not_replaced(fn):
+    def make():
+        return (t(2).requires_grad_(),)
+
+    def backward(f: Callable, x: torch.Tensor) -> torch.Tensor:
+        with contextlib.redirect_stdout(io.StringIO()):
+            result = f(x)
+        (result[0] if isinstance(result, tuple) else result).sum().backward()
+        return x.grad
+
+    compiled = compare(fn, make)
+    assert_same(backward(fn, *make()), backward(compiled, *make()), "gradient")
