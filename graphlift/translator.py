@@ -842,7 +842,15 @@ class InstructionTranslator:
             raise Unsupported(f"dict update from {other!r}")
         self.building(inst, DictVariable).items.update(other.items)
 
-    DICT_MERGE = DICT_UPDATE
+    def DICT_MERGE(self, inst: Instruction) -> None:
+        other = self.peek()
+        target = self.peek(inst.arg + 1)
+        if isinstance(other, DictVariable) and isinstance(target, DictVariable) and \
+                target.items.keys() & other.items.keys():
+            # f(**a, **b) with a key in both: eager's TypeError names the function its own way.
+            raise Unsupported("a keyword argument given twice through ** (eager raises "
+                              "TypeError)", break_type="user_exception")
+        self.DICT_UPDATE(inst)
 
     def UNPACK_SEQUENCE(self, inst: Instruction) -> None:
         items = self.pop().unpack(self)

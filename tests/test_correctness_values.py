@@ -73,15 +73,14 @@ def graph_counts(fn: Callable, make: Callable[[], tuple], calls: int = 2,
     ours = CompileCounter()
     compiled = graphlift.compile(fn, backend=ours)
     for _ in range(calls):
-        compiled(*make())
+        run(compiled, make())
         after()
     torch._dynamo.reset()
     theirs = torch._dynamo.testing.CompileCounter()
-    with contextlib.redirect_stdout(io.StringIO()):
-        reference = torch.compile(fn, backend=theirs)
-        for _ in range(calls):
-            reference(*make())
-            after()
+    reference = torch.compile(fn, backend=theirs)
+    for _ in range(calls):
+        run(reference, make())
+        after()
     torch._dynamo.reset()
     return ours.frame_count, theirs.frame_count
 
@@ -160,10 +159,14 @@ def call_display(x, a):
     return max(*a, x.sum().item())
 
 
+def keyword_display(x, d):
+    return dict(**d, **{"c": x.sum().item()}, a=0)  # a given twice: eager's TypeError
+
+
 @pytest.mark.parametrize("fn, arg", [
     (list_display, [5, 6]), (dict_display, {"a": 1, "b": 2}), (set_display, [5, 6]),
-    (tuple_display, [5, 6]), (call_display, [5, 6]),
-], ids=["list", "dict", "set", "tuple", "call_args"])
+    (tuple_display, [5, 6]), (call_display, [5, 6]), (keyword_display, {"a": 1}),
+], ids=["list", "dict", "set", "tuple", "call_args", "call_kwargs"])
 def test_item06_display_completed_after_a_break(fn, arg):
     def make():
         return t(3), type(arg)(arg)
@@ -294,6 +297,16 @@ def enumerate_and_zip_stay_live(x):
     return x + len(pairs), pairs
 
 
+def reversed_list_shrinks(x):
+    lst = [1, 2, 3, 4]
+    out = []
+    for v in reversed(lst):
+        out.append(v)
+        if v == 4:
+            del lst[:2]
+    return x + len(out), out
+
+
 def exhausted_list_iterator_stays_exhausted(x):
     lst = [1]
     it = iter(lst)
@@ -324,7 +337,7 @@ def set_grows_while_iterated(x):
 
 
 @pytest.mark.parametrize("fn", [loop_appends_to_argument, loop_pops_local, loop_callee_appends,
-                                enumerate_and_zip_stay_live,
+                                enumerate_and_zip_stay_live, reversed_list_shrinks,
                                 exhausted_list_iterator_stays_exhausted,
                                 dict_grows_while_iterated, set_grows_while_iterated])
 def test_item04_loops_iterate_the_live_container(fn):

@@ -35,6 +35,7 @@ from graphlift.variables.iterators import (
     GeneratorVariable,
     IteratorVariable,
     LazyIteratorVariable,
+    ReversedListIteratorVariable,
     ZipIteratorVariable,
     iterator_of,
 )
@@ -177,9 +178,12 @@ def _enumerate(tx, args, kwargs):
 
 
 def _reversed(tx, args, kwargs):
-    if isinstance(args[0], GeneratorVariable):
-        raise raise_real(TypeError(f"'{_iterator_name(args[0])}' object is not reversible"))
-    return _iterator(list(reversed(_items(tx, args[0]))))
+    (seq,) = args
+    if isinstance(seq, GeneratorVariable):
+        raise raise_real(TypeError(f"'{_iterator_name(seq)}' object is not reversible"))
+    if isinstance(seq, ListVariable) and seq.python_type() is list:
+        return ReversedListIteratorVariable(seq)  # live: the loop body may change the list
+    return _iterator(list(reversed(_items(tx, seq))))
 
 
 def _iterator_name(iterator: IteratorVariable) -> str:

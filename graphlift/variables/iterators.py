@@ -117,6 +117,24 @@ class ListIteratorVariable(SteppedIteratorVariable):
         return items[self.index - 1]
 
 
+class ReversedListIteratorVariable(SteppedIteratorVariable):
+    """``reversed(list)``: an index from the end into the list's items as they are at each step
+    (it stops for good at an index past a list that shrank, as CPython's does)."""
+
+    def __init__(self, seq: ListVariable) -> None:
+        super().__init__([])
+        self.seq = seq
+        self.index = len(seq.items) - 1
+
+    def next_item(self) -> VariableTracker | None:
+        items = self.seq.items
+        if not 0 <= self.index < len(items):
+            self.index = -1
+            return None
+        self.index -= 1
+        return items[self.index + 1]
+
+
 class CheckedIteratorVariable(SteppedIteratorVariable):
     """``iter()`` of a dict, a dict view, a set or a deque: eager raises ``RuntimeError`` at the
     next step when the container changed size during the loop (for a deque: changed at all).
