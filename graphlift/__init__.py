@@ -48,8 +48,9 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
                  kinds and the check function, symbolic sizes, pure-Python stand-ins for C
                  functions, resume code objects
     bytecode:    bytecode  -- decoding 3.11 instructions; the version check
-    primitives:  config, exc, logs, sources, code_extra  -- settings, errors, GRAPHLIFT_LOGS,
-                 where values come from (L['x'], G['w']), the code object's extra slot
+    primitives:  config, break_types, exc, logs, sources, code_extra  -- settings, the
+                 graph-break registry (ids GL0001...), errors, GRAPHLIFT_LOGS, where values come
+                 from (L['x'], G['w']), the code object's extra slot
 """
 
 from graphlift.bytecode import check_python_version

@@ -14,7 +14,9 @@ file holds, with seconds counted from the moment recording started::
                    "dynamic": None, "reasons": ["2/0: L['n'] == 2 (now 3)"],
                    "guards": ["type(L['x']) is torch.Tensor", ...], "graph_code": "...",
                    "op_count": 1, "seconds": {"translate": 0.002, "backend": 0.0001},
-                   "breaks": [{"type": "skipped_function", "location": "s.py:7", ...}]}],
+                   "breaks": [{"type": "skipped_function", "id": "GL0004",
+                               "docs": "docs/graph_breaks.md#gl0004", "location": "s.py:7",
+                               ...}]}],
      "limits": [{"function": "scale", "location": "s.py:10", "which": "recompile_limit",
                  "limit": 8, "time": 0.6, "reasons": [...]}],
      "functions": [{"function": "scale", "location": "s.py:10", "stats": {...}}]}
@@ -133,7 +135,8 @@ def _holds(items: list, item: object) -> bool:
 
 def break_dict(record: GraphBreak) -> dict[str, Any]:
     """A graph-break record as JSON."""
-    return {"type": record.break_type.value, "location": record.location,
+    return {"type": record.break_type.value, "id": record.id, "docs": record.doc_link,
+            "location": record.location,
             "source_line": record.source_line, "explanation": record.explanation,
             "hints": list(record.hints), "outcome": record.outcome}
 

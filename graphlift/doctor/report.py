@@ -168,7 +168,7 @@ def run(script: str, args: Sequence[str] = (), *, stdout: IO | int | None = None
     command = [sys.executable, script, *args]
     with tempfile.TemporaryDirectory(prefix="graphlift-doctor-") as folder:
         path = os.path.join(folder, "recording.json")
-        env = {**os.environ, events.ENV_VAR: path}
+        env = {**os.environ, events.ENV_VAR: path, "PYTHONPATH": _pythonpath()}
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
         start = time.perf_counter()
@@ -184,6 +184,13 @@ def run(script: str, args: Sequence[str] = (), *, stdout: IO | int | None = None
                 recording = json.load(file)
     return build_report(recording, script=script, args=list(args), exit_code=exit_code,
                         seconds=seconds)
+
+
+def _pythonpath() -> str:
+    """PYTHONPATH for the script: the folder this graphlift was imported from comes first, so
+    that the script records with the same graphlift as the doctor that reads the recording."""
+    home = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return os.pathsep.join([home, *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
 def exit_status(report: dict[str, Any]) -> int:
@@ -227,6 +234,7 @@ def graph_breaks(compiles: list[dict[str, Any]]) -> list[dict[str, Any]]:
         first = next(b for _, b in items if (b["type"], b["explanation"]) == common)
         result.append({
             "location": location, "count": len(items), "type": first["type"],
+            "id": first["id"], "docs": first["docs"],
             "source_line": first["source_line"], "reason": first["explanation"],
             "hints": first["hints"], "outcome": first["outcome"],
             "functions": sorted({function for function, _ in items}),
