@@ -474,7 +474,7 @@ def _hit_limit(fn: types.FunctionType, state: ExtraState, options: CompileOption
     state.run_only = True
     if not state.stats.recompile_limit_hit:
         state.stats.recompile_limit_hit = True
-        logs.log.warning(message)
+        logs.warn(message)
 
 
 # -- public queries ----------------------------------------------------------------------------
