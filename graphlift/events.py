@@ -35,8 +35,10 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from graphlift import structured_trace
 from graphlift.cache import CacheEntry, ExtraState, Stats
 from graphlift.graph_break import GraphBreak
+from graphlift.progress import CompileTiming
 from graphlift.testing import count_ops
 
 ENV_VAR = "GRAPHLIFT_RECORD"
@@ -165,14 +167,26 @@ def configure_from_env() -> None:
         enable(path)
 
 
-# -- hooks, called by eval_frame -----------------------------------------------------------------
-def on_compile(fn: Any, state: ExtraState, entry: CacheEntry, reasons: list[str]) -> None:
+# -- hooks, called by eval_frame: the recording, and the structured trace (GRAPHLIFT_TRACE) ------
+def on_compile(fn: Any, state: ExtraState, entry: CacheEntry, reasons: list[str],
+               timing: CompileTiming | None = None) -> None:
     """A miss compiled ``entry``; ``reasons`` say why each older entry did not serve the call."""
     if _recorder is not None:
         _recorder.compiled(fn.__qualname__, state, entry, reasons)
+    if structured_trace.writer() is not None:
+        structured_trace.compiled(fn, state, entry, reasons, timing)
+
+
+def on_compile_failed(fn: Any, state: ExtraState, error: BaseException, reasons: list[str],
+                      timing: CompileTiming | None = None) -> None:
+    """A miss raised ``error`` while compiling (``fullgraph``, a backend that failed)."""
+    if structured_trace.writer() is not None:
+        structured_trace.failed(fn, state, error, reasons, timing)
 
 
 def on_limit(fn: Any, state: ExtraState, which: str, limit: int, reasons: list[str]) -> None:
     """A recompile was refused: ``config.<which>`` (``limit``) was reached."""
     if _recorder is not None:
         _recorder.limit_hit(fn.__qualname__, state, which, limit, reasons)
+    if structured_trace.writer() is not None:
+        structured_trace.limit_hit(fn, state, which, limit, reasons)

@@ -12,13 +12,14 @@ CITING = ["README.md", "Makefile", *(str(p.relative_to(ROOT)) for p in ROOT.glob
 # A path-like word: folders and a file name with one of these endings, or the CI script.
 CITED = re.compile(r"(?<![\w./-])((?:[\w-]+/)*[\w.-]+\.(?:md|py|txt|toml|json|sh|html|log)"
                    r"|\.ci/run)\b")
-# Names that stand for the user's own files in examples, not files of this repository.
-PLACEHOLDERS = {"model.py", "file.py", "script.py", "s.py", "file.json", "run.json", "out.html"}
+# Names that stand for the user's own files in examples, or for files a command writes.
+PLACEHOLDERS = {"model.py", "file.py", "script.py", "s.py", "train.py", "file.json", "run.json",
+                "out.html", "tl_out/index.html"}
 
 
 def cited(text: str) -> set[str]:
-    return {name for name in CITED.findall(text)
-            if pathlib.PurePath(name).name not in PLACEHOLDERS and not name.startswith("/")}
+    return {name for name in CITED.findall(text) if not name.startswith("/")
+            and name not in PLACEHOLDERS and pathlib.PurePath(name).name not in PLACEHOLDERS}
 
 
 def exists(name: str) -> bool:

@@ -110,8 +110,8 @@ ADVICE: dict[Cause, Advice] = {
 # The fix for a scalar compared by value depends on what kind of value it is: only an int can
 # become dynamic; a float is specialized by value always (as in torch.compile).
 SCALAR_FIXES: dict[str, str] = {
-    "int": "pass it as a tensor, or let it vary freely: a varying int becomes dynamic on its own "
-           "unless the code needs its value (see the note)",
+    "int": "compute with a tensor, or keep it to a few values: automatic dynamic makes a varying "
+           "int a symbol, except where the code needs its value (see the note)",
     "float": "pass it as a tensor (torch.tensor(value)): a Python float is baked into the graph "
              "by value, always, so each new value is a new graph",
     "bool": "pass it as a tensor and use torch.where, or branch outside the compiled function",
