@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from graphlift import structured_trace
+from graphlift import logs, structured_trace
 from graphlift.cache import CacheEntry, ExtraState, Stats
 from graphlift.graph_break import GraphBreak
 from graphlift.progress import CompileTiming
@@ -174,14 +174,14 @@ def on_compile(fn: Any, state: ExtraState, entry: CacheEntry, reasons: list[str]
     if _recorder is not None:
         _recorder.compiled(fn.__qualname__, state, entry, reasons)
     if structured_trace.writer() is not None:
-        structured_trace.compiled(fn, state, entry, reasons, timing)
+        _trace(structured_trace.compiled, fn, state, entry, reasons, timing)
 
 
 def on_compile_failed(fn: Any, state: ExtraState, error: BaseException, reasons: list[str],
                       timing: CompileTiming | None = None) -> None:
     """A miss raised ``error`` while compiling (``fullgraph``, a backend that failed)."""
     if structured_trace.writer() is not None:
-        structured_trace.failed(fn, state, error, reasons, timing)
+        _trace(structured_trace.failed, fn, state, error, reasons, timing)
 
 
 def on_limit(fn: Any, state: ExtraState, which: str, limit: int, reasons: list[str]) -> None:
@@ -189,4 +189,14 @@ def on_limit(fn: Any, state: ExtraState, which: str, limit: int, reasons: list[s
     if _recorder is not None:
         _recorder.limit_hit(fn.__qualname__, state, which, limit, reasons)
     if structured_trace.writer() is not None:
-        structured_trace.limit_hit(fn, state, which, limit, reasons)
+        _trace(structured_trace.limit_hit, fn, state, which, limit, reasons)
+
+
+def _trace(log: Any, *args: Any) -> None:
+    """Write to the structured trace; if that fails (a full disk), stop tracing, not the program."""
+    try:
+        log(*args)
+    except Exception as error:
+        structured_trace.disable()
+        logs.warn(f"{structured_trace.ENV_VAR}: writing the structured trace failed "
+                  f"({type(error).__name__}: {error}); tracing is off from now on")

@@ -232,7 +232,7 @@ def _user_stack(out: TraceWriter, fn: types.FunctionType) -> list[dict[str, Any]
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not filename.startswith((PACKAGE, "<graphlift")):
+        if not filename.startswith((PACKAGE + os.sep, "<graphlift")):
             frames.append((filename, frame.f_lineno, frame.f_code.co_name))
         frame = frame.f_back
     code = fn.__code__

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import pathlib
 import re
@@ -194,6 +195,18 @@ def test_a_recompile_limit_is_logged_under_the_latest_compile(trace_dir):
     assert (limit["meta"]["frame_id"], limit["meta"]["frame_compile_id"]) == (0, 1)
     assert limit["payload"].splitlines()[1:] == ["- 0/1: L['n'] == 1 (now 2)",
                                                  "- 0/0: L['n'] == 0 (now 2)"]
+
+
+def test_a_trace_that_cannot_be_written_turns_itself_off(trace_dir, monkeypatch, caplog):
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(structured_trace.TraceWriter, "record", full_disk)
+    compiled = graphlift.compile(lambda x: x + 1)
+    torch.testing.assert_close(compiled(torch.ones(2)), torch.ones(2) + 1)
+    assert structured_trace.writer() is None
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning.startswith("GRAPHLIFT_TRACE: writing the structured trace failed (OSError")
 
 
 def test_nothing_is_written_when_tracing_is_off(tmp_path):

@@ -199,7 +199,7 @@ def run(script: str, args: Sequence[str] = (), *, stdout: IO | int | None = None
     command = [sys.executable, script, *args]
     with tempfile.TemporaryDirectory(prefix="graphlift-doctor-") as folder:
         path = os.path.join(folder, "recording.json")
-        env = {**os.environ, events.ENV_VAR: path, "PYTHONPATH": _pythonpath()}
+        env = {**os.environ, events.ENV_VAR: path, **_pythonpath()}
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
         start = time.perf_counter()
@@ -217,11 +217,14 @@ def run(script: str, args: Sequence[str] = (), *, stdout: IO | int | None = None
                         seconds=seconds)
 
 
-def _pythonpath() -> str:
-    """PYTHONPATH for the script: the folder this graphlift was imported from comes first, so
-    that the script records with the same graphlift as the doctor that reads the recording."""
+def _pythonpath() -> dict[str, str]:
+    """PYTHONPATH for the script, when graphlift runs from a source tree: that tree first, so that
+    the script records with the same graphlift as the doctor that reads the recording. (An
+    installed graphlift is found on the script's path already.)"""
     home = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    return os.pathsep.join([home, *filter(None, [os.environ.get("PYTHONPATH")])])
+    if os.path.basename(home) in ("site-packages", "dist-packages"):
+        return {}
+    return {"PYTHONPATH": os.pathsep.join([home, *filter(None, [os.environ.get("PYTHONPATH")])])}
 
 
 def exit_status(report: dict[str, Any]) -> int:
