@@ -9,7 +9,8 @@ BENCHMARKS := $(sort $(wildcard benchmarks/*.py))
 
 .PHONY: venv demo test bench lint clean distclean
 
-# One OpenMP thread: a busy neighbour core makes 2-thread calls 150-700x slower (FACTS.md).
+# One OpenMP thread: on a small shared machine, a busy neighbour core made 2-thread torch calls
+# 150-700x slower.
 demo test bench: export OMP_NUM_THREADS = 1
 
 venv: $(VENV)/.installed

@@ -1,7 +1,10 @@
-"""A tour of graphlift (``make demo``): compile, graph, guards, recompiles, limits, stats, doctor.
+"""A tour of graphlift (``make demo``): compile, graph, guards, dynamic ints, limits, stats, doctor.
 
 Each section prints a header, then what graphlift did. Log messages (recompile reasons, the
 recompile-limit warning) come from the ``graphlift`` logger on stderr, prefixed ``[graphlift]``.
+Every sentence the demo prints about what happened is a :func:`claim`: it is checked against
+graphlift's counters and cache as it is printed, and the demo stops on one that is false
+(``tests/test_demo.py`` runs the demo and reads what it printed).
 """
 
 from __future__ import annotations
@@ -23,68 +26,104 @@ def section(title: str) -> None:
     print(f"\n=== {title} " + "=" * max(0, 70 - len(title)))
 
 
+def claim(text: str, holds: bool) -> None:
+    """Print a sentence about what graphlift did, after checking that it is true."""
+    if not holds:
+        raise AssertionError(f"the demo's claim is false: {text}")
+    print(text)
+
+
 def f(x, n):
     return torch.sin(x) * n + x.shape[0]
 
 
-def check(result: torch.Tensor, x: torch.Tensor, n: int) -> str:
+def same_as_eager(result: torch.Tensor, x: torch.Tensor, n: float) -> str:
     """'ok' when the compiled result equals eager's; the demo stops on a mismatch."""
-    expected = f(x, n)
-    assert torch.allclose(result, expected), f"compiled f(x, {n}) differs from eager"
+    assert torch.allclose(result, f(x, n)), f"compiled f(x, {n}) differs from eager"
     return "ok"
+
+
+def front() -> str:
+    """The compile id of the front entry: the one the last call ran (a hit moves it there)."""
+    return graphlift.cache_entries(f)[0].compile_id
 
 
 def main() -> None:
     graphlift.set_logs(recompiles=True)
     compiled = graphlift.compile(f)
+    stats = graphlift.stats(f)
     x = torch.arange(4, dtype=torch.float32)
 
     section("1. compile f(x, n) and call it once")
     print("def f(x, n):\n    return torch.sin(x) * n + x.shape[0]\n")
-    print(f"compiled(x, 2) = {compiled(x, 2)}   (matches eager: {check(compiled(x, 2), x, 2)})")
+    result = compiled(x, 2)
+    print(f"compiled(x, 2) = {result}   (matches eager: {same_as_eager(result, x, 2)})")
+    claim("the first call compiled one entry (0/0) with one graph",
+          (stats.compiles, stats.graphs, front()) == (1, 1, "0/0"))
 
     entry = graphlift.cache_entries(f)[0]
+    code = entry.graph.code.strip()
     section(f"2. the captured graph (entry {entry.compile_id})")
-    print("n = 2 and x.shape[0] = 4 were Python constants while tracing: both are in the graph.")
-    print(entry.graph.code.strip())
+    claim("n = 2 and x.shape[0] = 4 were Python constants while tracing: both are in the graph.",
+          "* 2" in code and "+ 4" in code and "L_n" not in code)
+    print(code)
 
     section(f"3. the guards of entry {entry.compile_id}")
     for guard in entry.guards:
         print(f"  - {guard}")
-    print("\nthey compile into one generated function:")
+    print()
+    claim("the entry serves calls with n == 2 and a float32 x of size 4; the guards compile "
+          "into one generated function:",
+          "L['n'] == 2" in entry.guards and "L['x'].size()[0] == 4" in entry.guards)
     print(entry.guard_source.rstrip())
 
-    section("4. a new int recompiles (the reason is logged)")
-    print(f"compiled(x, 3) = {compiled(x, 3)}   (matches eager: {check(compiled(x, 3), x, 3)})")
+    section("4. a new int recompiles once, and n becomes dynamic")
+    result = compiled(x, 3)
+    print(f"compiled(x, 3) = {result}   (matches eager: {same_as_eager(result, x, 3)})")
+    dynamic = graphlift.cache_entries(f)[0]
+    claim(f"the guard L['n'] == 2 failed (the reason is logged above), so entry "
+          f"{dynamic.compile_id} was compiled with n as a graph input instead of a constant:",
+          (stats.compiles, dynamic.compile_id) == (2, "0/1") and "L_n" in dynamic.graph.code)
+    print(dynamic.graph.code.strip())
+    claim("its guards check that n is an int, not which int.",
+          "type(L['n']) is int" in dynamic.guards
+          and not any(guard.startswith("L['n'] ==") for guard in dynamic.guards))
     print(f"entries now, most recently used first: {graphlift.cache_entries(f)}")
 
-    section("5. same types, shapes and values again: a cache hit, no compile")
-    before = graphlift.stats(f).compiles
+    section("5. more ints, new tensor values: cache hits, no compile")
+    compiles, hits = stats.compiles, stats.hits
     y = torch.randn(4)  # new values, same dtype, shape and strides
-    result = compiled(y, 2)
-    print(f"compiled(y, 2) -> {check(result, y, 2)}; compiles before {before}, "
-          f"after {graphlift.stats(f).compiles}; hits {graphlift.stats(f).hits}")
-    print(f"entry for n=2 moved to the front: {graphlift.cache_entries(f)}")
+    ints = (4, 5, 0, 1, 2)
+    for n in ints:
+        result = compiled(y, n)
+        print(f"  compiled(y, {n}) -> {same_as_eager(result, y, n)}, ran entry {front()}")
+    claim(f"{len(ints)} calls, {stats.hits - hits} hits, compiles stay {stats.compiles}: entry "
+          f"0/1 serves any int (0, 1 and 2 included: the front entry is tried first)",
+          stats.hits == hits + len(ints) and stats.compiles == compiles and front() == "0/1")
 
-    section("6. ten more ints: the recompile limit")
-    print(f"config.recompile_limit = {graphlift.config.recompile_limit}. Recompile logs are "
-          f"turned off for this loop; the limit warning is always logged.")
+    section("6. floats are specialized: the recompile limit")
+    limit = graphlift.config.recompile_limit
+    print(f"config.recompile_limit = {limit}. A Python float is baked into the graph by value "
+          f"(as in torch.compile), so each new float is a new entry. Recompile logs are turned "
+          f"off for this loop; the limit warning is always logged.")
     graphlift.set_logs(recompiles=False)
-    for n in range(10, 20):
+    for n in (0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5):
         result = compiled(x, n)
-        counters = graphlift.stats(f)
-        print(f"  n={n}: result {check(result, x, n)}, compiles {counters.compiles}, "
-              f"entries {len(graphlift.cache_entries(f))}, "
-              f"run-only {counters.recompile_limit_hit}")
-    compiles = graphlift.stats(f).compiles
-    hits = graphlift.stats(f).hits
-    check(compiled(x, 3), x, 3)
-    check(compiled(x, 99), x, 99)
-    print(f"after the limit: n=3 still hits its entry (hits {hits} -> {graphlift.stats(f).hits}); "
-          f"n=99 runs eagerly (compiles stay {compiles} -> {graphlift.stats(f).compiles})")
+        print(f"  n={n}: result {same_as_eager(result, x, n)}, compiles {stats.compiles}, "
+              f"entries {len(graphlift.cache_entries(f))}, run-only {stats.recompile_limit_hit}")
+    claim(f"the entries reached the limit ({limit}); from then on a miss runs f eagerly",
+          len(graphlift.cache_entries(f)) == limit and stats.recompile_limit_hit)
+    compiles, hits, misses = stats.compiles, stats.hits, stats.misses
+    same_as_eager(compiled(x, 3), x, 3)
+    claim(f"an int still hits its entry: hits {hits} -> {stats.hits}",
+          stats.hits == hits + 1 and stats.compiles == compiles)
+    same_as_eager(compiled(x, 99.5), x, 99.5)
+    claim(f"a new float misses and runs eagerly: misses {misses} -> {stats.misses}, "
+          f"compiles stay {compiles}",
+          stats.misses == misses + 1 and stats.compiles == compiles)
 
     section("7. graphlift.stats(f)")
-    counters = graphlift.stats(f).as_dict()
+    counters = stats.as_dict()
     seconds = counters.pop("seconds")
     for name, value in counters.items():
         print(f"  {name:<20} {value}")

@@ -26,8 +26,9 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
 
     entry:       explain, decorators, doctor.report, doctor.render, doctor, graphlift, __main__
                  -- explain(), allow_in_graph/disable, graphlift doctor, the public API
-    interception: testing, events, eval_frame  -- compile(): the wrapper, cache lookup, miss
-                 path, recompile limits, reset, cache_entries, stats; CompileCounter; recording
+    interception: testing, structured_trace, events, eval_frame  -- compile(): the wrapper,
+                 cache lookup, miss path, recompile limits, reset, cache_entries, stats;
+                 CompileCounter; the structured trace for tlparse (GRAPHLIFT_TRACE); recording
                  (GRAPHLIFT_RECORD)
     conversion:  convert_frame  -- one miss -> one cache entry (translate, guard, compile)
     cache:       cache  -- ExtraState and CacheEntry in the code object's extra slot
@@ -48,8 +49,10 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
                  kinds and the check function, symbolic sizes, pure-Python stand-ins for C
                  functions, resume code objects
     bytecode:    bytecode  -- decoding 3.11 instructions; the version check
-    primitives:  config, exc, logs, sources, code_extra  -- settings, errors, GRAPHLIFT_LOGS,
-                 where values come from (L['x'], G['w']), the code object's extra slot
+    primitives:  config, break_types, exc, logs, progress, sources, code_extra  -- settings,
+                 the graph-break registry (ids GL0001...), errors, GRAPHLIFT_LOGS, the phases of
+                 long compiles, where values come from (L['x'], G['w']), the code object's
+                 extra slot
 """
 
 from graphlift.bytecode import check_python_version
@@ -58,7 +61,7 @@ check_python_version()
 
 # Imports below need 3.11 (the version check above must run first). ``graphlift.graph_break`` is
 # the function; its module stays importable by its full name (``graphlift.graph_break.listeners``).
-from graphlift import events, testing, trace_rules  # noqa: E402
+from graphlift import events, structured_trace, testing, trace_rules  # noqa: E402
 from graphlift.backends import list_backends, register_backend  # noqa: E402
 from graphlift.cache import CacheEntry, Stats  # noqa: E402
 from graphlift.config import config  # noqa: E402
@@ -79,6 +82,7 @@ from graphlift.logs import configure_from_env, set_logs  # noqa: E402
 
 configure_from_env()
 events.configure_from_env()  # GRAPHLIFT_RECORD: what `graphlift doctor` reads
+structured_trace.configure_from_env()  # GRAPHLIFT_TRACE: the log tlparse renders
 
 __version__ = "0.1.0"
 

@@ -16,18 +16,22 @@ from graphlift import doctor
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line and run the command; returns the exit status."""
     parser = argparse.ArgumentParser(prog="graphlift", description="graphlift's command line.")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     doctor_parser = commands.add_parser(
         "doctor", help="run a script and report graph breaks, recompiles and time",
+        usage="graphlift doctor [-h] [--json] [--html FILE] SCRIPT [ARGS...]",
         description="Run SCRIPT in a fresh process with graphlift's recording on, then report, "
                     "in the order to fix them: graph breaks, recompiles, time.")
     doctor_parser.add_argument("--json", action="store_true",
                                help="print the report as JSON (the script's output goes to stderr)")
     doctor_parser.add_argument("--html", metavar="FILE",
                                help="also write the report as a self-contained HTML page")
-    doctor_parser.add_argument("script", help="the Python script to run")
+    doctor_parser.add_argument("script", nargs="?", help="the Python script to run")
     doctor_parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
     options = parser.parse_args(argv)
+    if options.command is None or options.script is None:  # nothing to do: say how to use it
+        (parser if options.command is None else doctor_parser).print_help(sys.stderr)
+        return 2
     if not os.path.isfile(options.script):
         doctor_parser.error(f"no such script: {options.script}")
     return _doctor(options)

@@ -12,7 +12,7 @@ import itertools
 import types
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import torch.fx
@@ -75,6 +75,10 @@ class Stats:
     @property
     def calls(self) -> int:
         return self.hits + self.misses
+
+    def __repr__(self) -> str:  # the dataclass repr would leave out calls, a property
+        values = {"calls": self.calls, **{f.name: getattr(self, f.name) for f in fields(self)}}
+        return f"Stats({', '.join(f'{name}={value!r}' for name, value in values.items())})"
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -40,6 +40,10 @@ SETTINGS: dict[str, Setting] = {
         False, "turn internal translation errors into eager fallback instead of raising"
     ),
     "verbose": Setting(False, "include graphlift's own stack in logged errors"),
+    "progress_seconds": Setting(
+        2.0, "a compile running longer says what it is doing and its phase times at INFO "
+        "(GRAPHLIFT_LOGS=progress)"
+    ),
     # Trace rules (graphlift/trace_rules.py). Module names match their submodules too.
     "inline_modules": Setting(
         (), "extra modules whose Python functions are traced (beats the skip lists)"

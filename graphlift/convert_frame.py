@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from graphlift import bytecode, logs
+from graphlift import bytecode, logs, progress
 from graphlift.cache import CacheEntry, ExtraState
 from graphlift.codegen import BreakTail, FrameWrappers, OutputCodegen
 from graphlift.config import config
@@ -148,11 +148,13 @@ class _Attempt:
 
     def compile(self, break_at: int | None, error: Unsupported | None = None) -> CacheEntry:
         fn, state, signature = self.fn, self.state, self.signature
+        progress.phase("setup")
         output = OutputGraph(ShapePolicy(state.shape_memory, self.options.dynamic))
         self.guards = guards = GuardBuilder()
         codegen = OutputCodegen(self.wrappers)
         start = time.perf_counter()
         grad_mode = torch.is_grad_enabled()
+        progress.phase("translate")
         try:
             tracer = InstructionTranslator(fn, dict(zip(signature.arg_names, self.args[2:])),
                                            output, guards, break_at)
@@ -189,12 +191,15 @@ class _Attempt:
         graph_module = graph_callable = None
         if has_graph:
             name = f"GraphModule_{self.compile_id.replace('/', '_')}"
+            progress.phase("backend", self.options.backend)
             graph_module, graph_callable, seconds = output.compile(self.options.backend, name)
             state.stats.backend_seconds += seconds
             state.stats.graphs += 1
+        progress.phase("guards")
         install_shape_guards(output, guards)  # after the backend, which may assume more
         compiled_guards = guards.compile(signature.params)
         body = [*codegen.statements, *replay, *tail]
+        progress.phase("codegen")
         run, run_source = codegen.build(signature.params, body, graph_callable,
                                         [graph_input.source for graph_input in output.inputs],
                                         self._on_graph_error(output, codegen, early_writes))

@@ -243,6 +243,19 @@ def tracing_location(tx: Any) -> str | None:
     return f"{tx.location()} ({line})" if line else tx.location()
 
 
+def stack_trace(tracers: list[Any]) -> str:
+    """The user's frames that translators ``tracers`` are in (outermost first), in traceback form:
+    what FX prints above each node of a readable graph (``# File: m.py:12 in f, code: ...``)."""
+    lines = []
+    for tx in tracers:
+        inst = getattr(tx, "inst", None)
+        line = inst.lineno if inst is not None and inst.lineno else tx.code.co_firstlineno
+        filename = tx.code.co_filename
+        lines.append(f'  File "{filename}", line {line}, in {tx.code.co_name}\n'
+                     f"    {linecache.getline(filename, line).strip()}\n")
+    return "".join(lines)
+
+
 # -- rendering sympy over sources --------------------------------------------------------------
 class _SymbolPrinter(PythonPrinter):
     """Prints a sympy expression as Python, each symbol as the text given for it."""

@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from graphlift import cache, events, logs
+from graphlift import cache, events, logs, progress
 from graphlift.backends import lookup_backend
 from graphlift.cache import CacheEntry, ExtraState
 from graphlift.codegen import FrameWrappers
@@ -348,8 +348,13 @@ def _on_miss(fn: types.FunctionType, state: ExtraState, options: CompileOptions,
         return run_eagerly(*args)
     if not _under_accumulated_limit(fn, state, options, reasons):
         return run_eagerly(*args)
-    entry = convert_frame(fn, state, args, options, WRAPPERS)
-    events.on_compile(fn, state, entry, reasons)
+    try:
+        with progress.compiling(f"{fn.__qualname__} ({state.location})") as timing:
+            entry = convert_frame(fn, state, args, options, WRAPPERS)
+    except Exception as error:
+        events.on_compile_failed(fn, state, error, reasons, timing)
+        raise
+    events.on_compile(fn, state, entry, reasons, timing)
     state.push_front(entry)
     _forget_with_modules(state, entry)
     return entry.run(*args)
@@ -474,7 +479,7 @@ def _hit_limit(fn: types.FunctionType, state: ExtraState, options: CompileOption
     state.run_only = True
     if not state.stats.recompile_limit_hit:
         state.stats.recompile_limit_hit = True
-        logs.log.warning(message)
+        logs.warn(message)
 
 
 # -- public queries ----------------------------------------------------------------------------

@@ -14,7 +14,9 @@ file holds, with seconds counted from the moment recording started::
                    "dynamic": None, "reasons": ["2/0: L['n'] == 2 (now 3)"],
                    "guards": ["type(L['x']) is torch.Tensor", ...], "graph_code": "...",
                    "op_count": 1, "seconds": {"translate": 0.002, "backend": 0.0001},
-                   "breaks": [{"type": "skipped_function", "location": "s.py:7", ...}]}],
+                   "breaks": [{"type": "skipped_function", "id": "GL0004",
+                               "docs": "docs/graph_breaks.md#gl0004", "location": "s.py:7",
+                               ...}]}],
      "limits": [{"function": "scale", "location": "s.py:10", "which": "recompile_limit",
                  "limit": 8, "time": 0.6, "reasons": [...]}],
      "functions": [{"function": "scale", "location": "s.py:10", "stats": {...}}]}
@@ -33,8 +35,10 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from graphlift import logs, structured_trace
 from graphlift.cache import CacheEntry, ExtraState, Stats
 from graphlift.graph_break import GraphBreak
+from graphlift.progress import CompileTiming
 from graphlift.testing import count_ops
 
 ENV_VAR = "GRAPHLIFT_RECORD"
@@ -133,7 +137,8 @@ def _holds(items: list, item: object) -> bool:
 
 def break_dict(record: GraphBreak) -> dict[str, Any]:
     """A graph-break record as JSON."""
-    return {"type": record.break_type.value, "location": record.location,
+    return {"type": record.break_type.value, "id": record.id, "docs": record.doc_link,
+            "location": record.location,
             "source_line": record.source_line, "explanation": record.explanation,
             "hints": list(record.hints), "outcome": record.outcome}
 
@@ -162,14 +167,36 @@ def configure_from_env() -> None:
         enable(path)
 
 
-# -- hooks, called by eval_frame -----------------------------------------------------------------
-def on_compile(fn: Any, state: ExtraState, entry: CacheEntry, reasons: list[str]) -> None:
+# -- hooks, called by eval_frame: the recording, and the structured trace (GRAPHLIFT_TRACE) ------
+def on_compile(fn: Any, state: ExtraState, entry: CacheEntry, reasons: list[str],
+               timing: CompileTiming | None = None) -> None:
     """A miss compiled ``entry``; ``reasons`` say why each older entry did not serve the call."""
     if _recorder is not None:
         _recorder.compiled(fn.__qualname__, state, entry, reasons)
+    if structured_trace.writer() is not None:
+        _trace(structured_trace.compiled, fn, state, entry, reasons, timing)
+
+
+def on_compile_failed(fn: Any, state: ExtraState, error: BaseException, reasons: list[str],
+                      timing: CompileTiming | None = None) -> None:
+    """A miss raised ``error`` while compiling (``fullgraph``, a backend that failed)."""
+    if structured_trace.writer() is not None:
+        _trace(structured_trace.failed, fn, state, error, reasons, timing)
 
 
 def on_limit(fn: Any, state: ExtraState, which: str, limit: int, reasons: list[str]) -> None:
     """A recompile was refused: ``config.<which>`` (``limit``) was reached."""
     if _recorder is not None:
         _recorder.limit_hit(fn.__qualname__, state, which, limit, reasons)
+    if structured_trace.writer() is not None:
+        _trace(structured_trace.limit_hit, fn, state, which, limit, reasons)
+
+
+def _trace(log: Any, *args: Any) -> None:
+    """Write to the structured trace; if that fails (a full disk), stop tracing, not the program."""
+    try:
+        log(*args)
+    except Exception as error:
+        structured_trace.disable()
+        logs.warn(f"{structured_trace.ENV_VAR}: writing the structured trace failed "
+                  f"({type(error).__name__}: {error}); tracing is off from now on")

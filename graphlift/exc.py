@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from graphlift.break_types import reference
+
 
 class GraphliftError(RuntimeError):
     """Base class of every error graphlift raises on its own behalf."""
@@ -10,7 +12,7 @@ class GraphliftError(RuntimeError):
 class Unsupported(GraphliftError):
     """Tracing met something it cannot follow; the frame falls back (or raises under fullgraph).
 
-    ``break_type`` is one of :class:`graphlift.graph_break.BreakType`'s values; ``location`` is the
+    ``break_type`` is one of :class:`graphlift.break_types.BreakType`'s values; ``location`` is the
     user's ``file:line`` and ``source_line`` the text there, when known.
     """
 
@@ -46,6 +48,7 @@ class Unsupported(GraphliftError):
             lines.append("  user stack (most recent call last):")
             lines.extend(f"    {line}" for line in self.stack_lines())
         lines.extend(f"  hint: {h}" for h in self.hints)
+        lines.append(f"  see: {reference(self.break_type)}")
         return "\n".join(lines)
 
     def stack_lines(self) -> list[str]:

@@ -9,6 +9,7 @@ from typing import Any
 import torch.fx
 
 from graphlift import cache
+from graphlift.break_types import reference
 from graphlift.eval_frame import _code_of, compile
 from graphlift.graph_break import GraphBreak, listeners
 from graphlift.testing import count_ops
@@ -36,6 +37,7 @@ class ExplainOutput:
             for i, record in enumerate(self.break_reasons, 1):
                 lines.append(f"  Break Reason {i}:")
                 lines.append(f"    Reason: {record.break_type.value}: {record.explanation}")
+                lines.append(f"    See: {reference(record.break_type)}")
                 lines.extend(f"    {line}" for line in record.user_stack)
         for i, ops in enumerate(self.ops_per_graph, 1):
             lines.append(f"Ops per Graph {i}:")

@@ -7,51 +7,11 @@ function continues) or, where the frame cannot be split there, makes the whole f
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 
 from graphlift import logs
+from graphlift.break_types import BreakType, break_id, break_type_of, doc_link, reference
 from graphlift.exc import Unsupported
-
-
-class BreakType(enum.Enum):
-    """The closed set of reasons a frame cannot be captured as one graph."""
-
-    UNSUPPORTED = "unsupported"  # a construct graphlift does not follow yet
-    UNSUPPORTED_OPCODE = "unsupported_opcode"  # an opcode listed in translator.UNSUPPORTED
-    UNSUPPORTED_CALL = "unsupported_call"  # a call graphlift cannot inline or put in the graph
-    SKIPPED_FUNCTION = "skipped_function"  # a function the trace rules skip (I/O, RNG state...)
-    DATA_DEPENDENT = "data_dependent"  # an op whose output depends on tensor data (.item())
-    DATA_DEPENDENT_BRANCH = "data_dependent_branch"  # if/while on a tensor's value
-    SIDE_EFFECT = "side_effect"  # a mutation of state outside the frame
-    UNSUPPORTED_OPERATOR = "unsupported_operator"  # an aten op fake tensors cannot run
-    TORCH_ERROR = "torch_error"  # a torch op raised while tracing (probably raises eagerly too)
-    USER_EXCEPTION = "user_exception"  # the frame raises (NameError, IndexError...) while tracing
-    FORCED = "forced"  # the user called graphlift.graph_break()
-
-
-# What to do about each kind of break: the hint shown when the error carries none of its own.
-DEFAULT_HINTS = {
-    BreakType.UNSUPPORTED: "rewrite the construct, or accept the break; see the README's report",
-    BreakType.UNSUPPORTED_OPCODE: "move this statement out of the compiled function",
-    BreakType.UNSUPPORTED_CALL: "call it outside the compiled function, or allow it in the graph",
-    BreakType.SKIPPED_FUNCTION: "move the call out of the hot path (print, logging, I/O)",
-    BreakType.DATA_DEPENDENT: "keep values as tensors (torch.where instead of .item() and if)",
-    BreakType.DATA_DEPENDENT_BRANCH: "use torch.where, or branch outside the compiled function",
-    BreakType.SIDE_EFFECT: "return the new value instead of mutating outside state",
-    BreakType.UNSUPPORTED_OPERATOR: "this operator has no fake-tensor kernel; call it outside",
-    BreakType.TORCH_ERROR: "run the function eagerly: the same call probably raises there too",
-    BreakType.USER_EXCEPTION: "the frame raises; it runs eagerly so the error is the real one",
-    BreakType.FORCED: "remove graphlift.graph_break() to capture one graph",
-}
-
-
-def default_hints(break_type: str) -> tuple[str, ...]:
-    """The standard hint for a break type (unknown types get none)."""
-    try:
-        return (DEFAULT_HINTS[BreakType(break_type)],)
-    except ValueError:
-        return ()
 
 
 def graph_break() -> None:
@@ -77,10 +37,7 @@ class GraphBreak:
     @classmethod
     def from_unsupported(cls, error: Unsupported,
                          outcome: str = "the whole frame runs eagerly") -> GraphBreak:
-        try:
-            break_type = BreakType(error.break_type)
-        except ValueError:
-            break_type = BreakType.UNSUPPORTED
+        break_type = break_type_of(error.break_type)
         stack = tuple(f"  {line}" for line in error.stack_lines())
         if not stack and error.location:
             stack = (f"  File {error.location}",)
@@ -89,12 +46,22 @@ class GraphBreak:
         return cls(break_type, error.location, error.source_line, error.explanation,
                    tuple(error.hints), stack, outcome)
 
+    @property
+    def id(self) -> str:
+        """The break type's stable id (``GL0004``): its section in docs/graph_breaks.md."""
+        return break_id(self.break_type)
+
+    @property
+    def doc_link(self) -> str:
+        return doc_link(self.break_type)
+
     def log_text(self, function_name: str) -> str:
         lines = [
             f"Graph break in user code at {self.location or '<unknown>'}",
             f"Graph Break Reason: {self.break_type.value}: {self.explanation}",
         ]
         lines.extend(f"  Hint: {hint}" for hint in self.hints)
+        lines.append(f"  See: {reference(self.break_type)}")
         lines.append(f"In {function_name}: {self.outcome}.")
         if self.user_stack:
             lines.append("User code traceback:")
@@ -103,7 +70,7 @@ class GraphBreak:
 
     def __str__(self) -> str:
         where = f" at {self.location}" if self.location else ""
-        return f"{self.break_type.value}{where}: {self.explanation}"
+        return f"{self.id} {self.break_type.value}{where}: {self.explanation}"
 
 
 # Callbacks told about every break while they are registered (explain() collects through this).

@@ -2,7 +2,10 @@
 
 Each artifact is a child logger of ``graphlift`` (``graphlift.recompiles`` ...). An artifact that is
 off costs one dict lookup at the call site, so callers test :func:`enabled` before building text.
-Warnings (the recompile limit) always go to the ``graphlift`` logger at WARNING.
+``progress`` (compiles that take long, :mod:`graphlift.progress`) is an artifact too, and also
+reaches an application that logs at INFO. Warnings (the recompile limit) always go to the
+``graphlift`` logger at WARNING (:func:`warn`). Where the application has not configured logging,
+graphlift prints to stderr with a ``[graphlift]`` prefix.
 """
 
 from __future__ import annotations
@@ -10,7 +13,8 @@ from __future__ import annotations
 import logging
 import os
 
-ARTIFACTS = ("recompiles", "graph_breaks", "guards", "graph_code", "bytecode")
+ENV_VAR = "GRAPHLIFT_LOGS"
+ARTIFACTS = ("recompiles", "graph_breaks", "guards", "graph_code", "bytecode", "progress")
 
 log = logging.getLogger("graphlift")
 _enabled: dict[str, bool] = dict.fromkeys(ARTIFACTS, False)
@@ -28,6 +32,13 @@ def emit(artifact: str, message: str) -> None:
         logging.getLogger(f"graphlift.{artifact}").info(message)
 
 
+def warn(message: str) -> None:
+    """Log a warning on the ``graphlift`` logger, always shown (with the prefix when graphlift
+    prints it itself)."""
+    _ensure_handler()
+    log.warning(message)
+
+
 def set_logs(**artifacts: bool) -> None:
     """Turn artifacts on or off: ``set_logs(recompiles=True, guards=False)``.
 
@@ -43,14 +54,16 @@ def set_logs(**artifacts: bool) -> None:
 
 
 def _ensure_handler() -> None:
-    """Print to stderr unless the application configured logging itself (root has handlers)."""
+    """Print to stderr unless the application configured logging itself (root has handlers).
+
+    Levels are the artifacts' own: installing the handler turns nothing on.
+    """
     global _handler
     if _handler is None and not logging.getLogger().handlers:
         _handler = logging.StreamHandler()
         _handler.setFormatter(logging.Formatter("[graphlift] %(message)s"))
         log.addHandler(_handler)
         log.propagate = False
-    log.setLevel(logging.INFO)
 
 
 def parse_env(value: str) -> dict[str, bool]:
@@ -65,7 +78,16 @@ def parse_env(value: str) -> dict[str, bool]:
 
 
 def configure_from_env() -> None:
-    """Apply ``GRAPHLIFT_LOGS`` from the environment (called once at import)."""
-    value = os.environ.get("GRAPHLIFT_LOGS")
-    if value:
-        set_logs(**parse_env(value))
+    """Apply ``GRAPHLIFT_LOGS`` from the environment (called once at import).
+
+    A name that is no artifact raises ``ValueError`` naming the variable and the known names.
+    """
+    value = os.environ.get(ENV_VAR)
+    if not value:
+        return
+    settings = parse_env(value)
+    unknown = [name for name in settings if name not in _enabled]
+    if unknown:
+        raise ValueError(f"{ENV_VAR}={value!r}: unknown log artifact {unknown[0]!r}; known: "
+                         f"{', '.join(ARTIFACTS)}, or all (-name turns one off)")
+    set_logs(**settings)

@@ -32,6 +32,7 @@ from graphlift.dynamic_shapes import (
     ShapePolicy,
     TorchSource,
     new_shape_env,
+    stack_trace,
     tracing_location,
 )
 from graphlift.exc import BackendCompilerFailed
@@ -162,6 +163,7 @@ class OutputGraph:
             self.side_effects.before_first_op()  # the first one that can raise
         node = self.graph.create_node(op, target, args, kwargs)
         node.meta["mutates"] = mutates
+        node.meta["stack_trace"] = stack_trace(self.tracers)  # printed in readable graphs
         return node
 
     def switches_grad_mode(self) -> bool:

@@ -40,6 +40,7 @@ import torch
 
 from graphlift.config import config
 from graphlift.exc import Unsupported
+from graphlift.graph_break import graph_break
 from graphlift.polyfills import call_original, polyfill_for
 
 # -- what the variables layer models (read by the rules below) ------------------------------
@@ -134,6 +135,8 @@ ALLOW_IN_GRAPH = Rule("allow_in_graph", Kind.GRAPH,
                       "allowed in the graph by the user (graphlift.allow_in_graph): one opaque "
                       "node, its body is not traced")
 # Per-object rows.
+FORCED_BREAK = Rule("graph_break", Kind.SKIP, "graphlift.graph_break() asks for a break here",
+                    "remove graphlift.graph_break() to capture one graph")
 COMPILED_FUNCTION = Rule("compiled_function", Kind.INLINE,
                          "a graphlift.compile wrapper: its original function is inlined")
 POLYFILLED = Rule("polyfill", Kind.POLYFILL,
@@ -293,6 +296,8 @@ def _override(fn: Any) -> Decision | None:
 def _by_object(fn: Any) -> Decision | None:
     """Rules that recognise the object itself (before its module is considered)."""
 
+    if fn is graph_break:  # before the row for graphlift's own module
+        return Decision(Kind.SKIP, FORCED_BREAK)
     polyfill = polyfill_for(fn) if config.use_polyfills else None
     if _hashable(fn) and fn in IO_BUILTINS:
         return Decision(Kind.SKIP, IO_BUILTIN)
@@ -466,6 +471,9 @@ def skip_error(fn: Any, decision: Decision) -> Unsupported:
 
     ``fn`` is the callable, or its name when only that is known.
     """
+    if decision.rule is FORCED_BREAK:
+        return Unsupported("graphlift.graph_break() was called", break_type="forced",
+                           hints=(FORCED_BREAK.hint,))
     if decision.rule is DISABLED:
         reason = f": {decision.detail}" if decision.detail else ""
         explanation = f"{_name(fn)}() is disabled by the user (graphlift.disable){reason}"

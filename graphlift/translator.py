@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphlift import bytecode, trace_rules
+from graphlift.break_types import default_hints
 from graphlift.bytecode import Instruction
 from graphlift.exc import GraphliftError, Unsupported
-from graphlift.graph_break import default_hints
 from graphlift.guards import GuardBuilder
 from graphlift.output_graph import OutputGraph
 from graphlift.sources import ClosureSource, GlobalSource, ItemSource, LocalSource, Source

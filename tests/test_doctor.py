@@ -326,6 +326,20 @@ def test_cli_missing_script(capsys):
     assert "no such script" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv", [["doctor"], []])
+def test_cli_without_a_script_prints_usage(argv, capsys):
+    from graphlift.__main__ import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    if argv:
+        assert err.startswith(
+            "usage: graphlift doctor [-h] [--json] [--html FILE] SCRIPT [ARGS...]")
+        assert "Run SCRIPT in a fresh process" in err and "--html FILE" in err
+    else:
+        assert err.startswith("usage: graphlift [-h] COMMAND") and "doctor" in err
+
+
 # -- pieces, without a subprocess ----------------------------------------------------------------
 @pytest.mark.parametrize("guard, cause", [
     ("L['n'] == 3", Cause.SCALAR),
@@ -401,3 +415,35 @@ def test_failure_parse_dynamic_size_guards():
     assert triage(bound.guard) is Cause.SIZE
     ranged = Failure.parse("0/1: 2 <= L['x'].size()[0] <= 64 (now L['x'].size()[0] = 100)")
     assert ranged.subject == "L['x'].size()[0]" and ranged.values() == ["100"]
+
+
+# -- advice that fits the kind of value ----------------------------------------------------------
+def scaled(x, s):
+    return x * s
+
+
+def flagged(x, flag):
+    return x + 1 if flag else x - 1
+
+
+def activated(x, name):
+    return torch.relu(x) if name == "relu" else torch.sigmoid(x)
+
+
+@pytest.mark.parametrize(("fn", "values", "kind"), [
+    (scaled, [0.5, 1.5, 2.5], "float"), (flagged, [True, False], "bool"),
+    (activated, ["relu", "gelu"], "str"), (scaled, [2, 3, 4], "int")])
+def test_scalar_advice_fits_the_kind_of_value(monkeypatch, tmp_path, fn, values, kind):
+    recorder = events.Recorder(str(tmp_path / "run.json"))
+    monkeypatch.setattr(events, "_recorder", recorder)
+    compiled = graphlift.compile(fn)
+    for value in values:
+        x = torch.randn(3)
+        assert torch.equal(compiled(x, value), fn(x, value))
+    report = doctor.build_report(recorder.as_dict(), script="s.py", args=[], exit_code=0,
+                                 seconds=1.0)
+    (item,) = report["recompiles"]
+    assert (item["cause"], item["scalar_kind"]) == ("scalar", kind)
+    assert "tensor" in item["fix"]
+    if kind != "int":  # only an int can become dynamic
+        assert "dynamic" not in item["fix"] + " ".join(item["notes"])

@@ -161,6 +161,15 @@ def test_same_shapes_with_new_values_hit_the_cache():
     assert len(graphlift.cache_entries(compiled)) == 1
 
 
+def test_printed_stats_start_with_calls():
+    compiled = graphlift.compile(add_one)
+    for _ in range(3):
+        compiled(torch.ones(2))
+    assert str(graphlift.stats(compiled)).startswith(
+        "Stats(calls=3, hits=2, misses=1, compiles=1, graphs=1, eager_frames=0, graph_breaks=0, "
+        "recompile_limit_hit=False, guard_seconds=")
+
+
 def test_stats_for_a_function_never_called_are_zero():
     assert graphlift.stats(add_one).calls == 0
     assert graphlift.cache_entries(add_one) == []

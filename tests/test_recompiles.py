@@ -7,6 +7,8 @@ would make a changing int dynamic on the first recompile).
 """
 
 import logging
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -208,3 +210,30 @@ def test_accumulated_limit_counts_across_functions(caplog):
         "graphlift hit config.accumulated_recompile_limit (3)",
         "   function: 'f3' (<string>:1)",
     ]
+
+
+# -- the warning as printed, in a process that did not configure logging -------------------------
+LIMIT_SCRIPT = """
+import logging, sys
+import torch
+import graphlift
+if sys.argv[1] == "app":
+    logging.basicConfig(format="APP %(levelname)s %(name)s: %(message)s")
+graphlift.config.recompile_limit = 2
+f = graphlift.compile(lambda x, n: x * n, dynamic=False)
+for n in range(4):
+    f(torch.ones(2), n)
+"""
+
+
+@pytest.mark.parametrize("logging_by", ["graphlift", "app"])
+def test_the_limit_warning_as_printed(logging_by):
+    result = subprocess.run([sys.executable, "-c", LIMIT_SCRIPT, logging_by],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    first = result.stderr.splitlines()[0]
+    if logging_by == "graphlift":  # nothing configured: graphlift prints, with its prefix
+        assert first == "[graphlift] graphlift hit config.recompile_limit (2)"
+    else:  # the application's format, and no second copy
+        assert first == "APP WARNING graphlift: graphlift hit config.recompile_limit (2)"
+    assert result.stderr.count("hit config.recompile_limit") == 1

@@ -297,6 +297,36 @@ def test_allow_in_graph_without_fake_falls_back_to_running_on_fake_tensors():
     assert backend.frame_count == 1
 
 
+def test_allow_in_graph_body_that_prints_runs_once_while_compiling_as_under_torch_compile(capsys):
+    """The sandbox cannot follow a print, so the body runs once on fake tensors at compile time
+    (the README says so); torch.compile runs an allow_in_graph body on fakes too."""
+    def noisy(x):
+        print("body runs")
+        return x * 2
+
+    def printed_per_call(compiled) -> list[int]:
+        counts = []
+        for _ in range(2):
+            compiled(torch.ones(2))
+            counts.append(capsys.readouterr().out.count("body runs"))
+        return counts
+
+    graphlift.allow_in_graph(noisy)
+    try:
+        ours = printed_per_call(graphlift.compile(lambda t: noisy(t) + 1, fullgraph=True))
+    finally:
+        trace_rules.disallow_in_graph(noisy)
+    torch._dynamo.reset()
+    torch._dynamo.allow_in_graph(noisy)
+    try:
+        theirs = printed_per_call(torch.compile(lambda t: noisy(t) + 1, fullgraph=True,
+                                                backend=CompileCounter()))
+    finally:
+        torch._dynamo.disallow_in_graph(noisy)
+        torch._dynamo.reset()
+    assert ours == theirs == [2, 1]  # compiling: once on fakes, once for real; then a hit
+
+
 def test_allow_in_graph_returns_tuples_and_takes_keywords():
     @graphlift.allow_in_graph
     def pair(x, *, scale):

@@ -53,8 +53,8 @@ def _text_breaks(breaks: list[dict[str, Any]]) -> list[str]:
     lines = ["", f"1. Graph breaks: {count} at {len(breaks)} location{plural(breaks)}. "
                  "Fix these first."]
     for group in breaks:
-        lines.append(f"   {group['count']}x {group['type']} at {short(group['location'])} "
-                     f"(in {', '.join(group['functions'])})")
+        lines += _wrap(f"{group['count']}x {group['id']} {group['type']} at "
+                       f"{short(group['location'])} (in {', '.join(group['functions'])})", "   ")
         if group["source_line"]:
             lines.append(f"{_DETAIL}| {group['source_line']}")
         lines += _wrap(f"reason: {group['reason']}")
@@ -63,6 +63,7 @@ def _text_breaks(breaks: list[dict[str, Any]]) -> list[str]:
         for hint in group["hints"]:
             lines += _wrap(f"hint: {hint}")
         lines += _wrap(f"then: {group['outcome']}")
+        lines += _wrap(f"see: {group['docs']}")
     return lines
 
 
@@ -175,11 +176,13 @@ def _html_breaks(breaks: list[dict[str, Any]]) -> str:
         hints = "".join(f"<li>hint: {_e(hint)}</li>" for hint in group["hints"])
         items.append(
             f"<div class=break><h3><span class=count>{group['count']}&times;</span> "
-            f"<code>{_e(group['type'])}</code> at <code>{_e(short(group['location']))}</code> "
+            f"<code>{_e(group['id'])} {_e(group['type'])}</code> at "
+            f"<code>{_e(short(group['location']))}</code> "
             f"in {_e(', '.join(group['functions']))}</h3>"
             f"<pre class=source>{source or _e(group['source_line'] or '')}</pre>"
             f"<p>reason: {_e(group['reason'])}</p><ul>{hints}</ul>"
-            f"<p class=dim>then: {_e(group['outcome'])}</p></div>")
+            f"<p class=dim>then: {_e(group['outcome'])}</p>"
+            f"<p class=dim>see: <code>{_e(group['docs'])}</code></p></div>")
     return (f"<section id=breaks><h2>1. Graph breaks</h2><p class=first>Fix these first: "
             f"{sum(g['count'] for g in breaks)} break(s) at {len(breaks)} location(s).</p>"
             f"{''.join(items)}</section>")
@@ -227,7 +230,8 @@ def _html_entries(compiles: list[dict[str, Any]]) -> str:
         guards = "".join(f"<li><code>{_e(guard)}</code></li>" for guard in record["guards"])
         graph = (f"<pre class=graph>{_e(record['graph_code'])}</pre>" if record["graph_code"]
                  else "<p class=dim>no graph</p>")
-        breaks = "".join(f"<li>graph break: {_e(b['type'])} at {_e(short(b['location']))}</li>"
+        breaks = "".join(f"<li>graph break: {_e(b['id'])} {_e(b['type'])} at "
+                         f"{_e(short(b['location']))}</li>"
                          for b in record["breaks"])
         items.append(
             f"<details class=entry id={anchor}><summary><code>{_e(record['compile_id'])}</code> "

@@ -11,6 +11,7 @@ of the recording (guards and graph code per cache entry, for the HTML page).
 
 from __future__ import annotations
 
+import ast
 import enum
 import json
 import linecache
@@ -78,9 +79,9 @@ class Advice:
 
 
 ADVICE: dict[Cause, Advice] = {
-    Cause.SCALAR: Advice(
+    Cause.SCALAR: Advice(  # the fix is SCALAR_FIXES's, by the kind of value
         "a Python scalar compared by value keeps failing: something that varies was baked "
-        "into the graph as a constant", "pass it as a tensor, or mark it dynamic"),
+        "into the graph as a constant", "pass it as a tensor, or keep it to a few values"),
     Cause.SIZE: Advice(
         "a size guard keeps failing: automatic dynamic should have taken over on the second "
         "compile", "if it did not, suspect 0/1 specialization (a batch of 1) or a mark_static"),
@@ -104,6 +105,36 @@ ADVICE: dict[Cause, Advice] = {
     Cause.OTHER: Advice("a guard keeps failing",
                         "GRAPHLIFT_LOGS=recompiles,guards shows every entry's guards"),
 }
+
+
+# The fix for a scalar compared by value depends on what kind of value it is: only an int can
+# become dynamic; a float is specialized by value always (as in torch.compile).
+SCALAR_FIXES: dict[str, str] = {
+    "int": "compute with a tensor, or keep it to a few values: automatic dynamic makes a varying "
+           "int a symbol, except where the code needs its value (see the note)",
+    "float": "pass it as a tensor (torch.tensor(value)): a Python float is baked into the graph "
+             "by value, always, so each new value is a new graph",
+    "bool": "pass it as a tensor and use torch.where, or branch outside the compiled function",
+    "str": "keep it to a few values (each one is a graph of its own), or choose outside the "
+           "compiled function and pass a tensor",
+    "other": "pass it as a tensor, or keep it to a few values",
+}
+
+
+def scalar_kind(values: list[str]) -> str:
+    """``"int"``, ``"float"``, ``"bool"``, ``"str"`` or ``"other"`` for a scalar's values seen."""
+    def kind(text: str) -> str:
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            return "other"
+        return next((name for name, cls in (("bool", bool), ("int", int), ("float", float),
+                                             ("str", str)) if isinstance(value, cls)), "other")
+
+    kinds = {kind(value) for value in values}
+    if kinds == {"int", "float"}:
+        return "float"  # a float that happened to be whole somewhere
+    return kinds.pop() if len(kinds) == 1 else "other"
 
 
 def triage(guard: str) -> Cause:
@@ -168,7 +199,7 @@ def run(script: str, args: Sequence[str] = (), *, stdout: IO | int | None = None
     command = [sys.executable, script, *args]
     with tempfile.TemporaryDirectory(prefix="graphlift-doctor-") as folder:
         path = os.path.join(folder, "recording.json")
-        env = {**os.environ, events.ENV_VAR: path}
+        env = {**os.environ, events.ENV_VAR: path, **_pythonpath()}
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
         start = time.perf_counter()
@@ -184,6 +215,16 @@ def run(script: str, args: Sequence[str] = (), *, stdout: IO | int | None = None
                 recording = json.load(file)
     return build_report(recording, script=script, args=list(args), exit_code=exit_code,
                         seconds=seconds)
+
+
+def _pythonpath() -> dict[str, str]:
+    """PYTHONPATH for the script, when graphlift runs from a source tree: that tree first, so that
+    the script records with the same graphlift as the doctor that reads the recording. (An
+    installed graphlift is found on the script's path already.)"""
+    home = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if os.path.basename(home) in ("site-packages", "dist-packages"):
+        return {}
+    return {"PYTHONPATH": os.pathsep.join([home, *filter(None, [os.environ.get("PYTHONPATH")])])}
 
 
 def exit_status(report: dict[str, Any]) -> int:
@@ -227,6 +268,7 @@ def graph_breaks(compiles: list[dict[str, Any]]) -> list[dict[str, Any]]:
         first = next(b for _, b in items if (b["type"], b["explanation"]) == common)
         result.append({
             "location": location, "count": len(items), "type": first["type"],
+            "id": first["id"], "docs": first["docs"],
             "source_line": first["source_line"], "reason": first["explanation"],
             "hints": first["hints"], "outcome": first["outcome"],
             "functions": sorted({function for function, _ in items}),
@@ -301,11 +343,13 @@ def _triaged(function: str, location: str, item: dict[str, Any]) -> dict[str, An
     top = guards[0] if guards else None
     cause = Cause(top["cause"]) if top else Cause.OTHER
     advice = ADVICE[cause]
+    kind = scalar_kind(top["values"]) if cause is Cause.SCALAR else None
     return {
         "function": function, "location": location, "compiles": len(item["entries"]),
         "limit_hit": bool(item["limits"]), "limits": item["limits"],
         "failures": len(failures), "top_guard": top, "guards": guards,
-        "cause": cause.value, "problem": advice.problem, "fix": advice.fix,
+        "cause": cause.value, "problem": advice.problem, "scalar_kind": kind,
+        "fix": SCALAR_FIXES[kind] if kind else advice.fix,
         "notes": _notes(cause, top, item.get("static", False)) if top else [],
     }
 

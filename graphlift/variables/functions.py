@@ -12,7 +12,6 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from graphlift.exc import Unsupported
-from graphlift.graph_break import graph_break
 from graphlift.sources import (
     FN_NAME,
     GLOBALS_NAME,
@@ -119,11 +118,6 @@ class UserFunctionVariable(BaseUserFunctionVariable):
 
     def is_constant(self) -> bool:
         return False
-
-    def call(self, tx, args, kwargs):
-        if self.fn is graph_break:
-            raise Unsupported("graphlift.graph_break() was called", break_type="forced")
-        return super().call(tx, args, kwargs)
 
     def defaults(self, tx):
         values = self.fn.__defaults__ or ()
