@@ -7,10 +7,10 @@ BIN := $(VENV)/bin
 LINT_PATHS := $(wildcard graphlift tests benchmarks examples)
 BENCHMARKS := $(sort $(wildcard benchmarks/*.py))
 
-.PHONY: venv demo test bench lint clean distclean
+.PHONY: venv demo test bench fuzz lint clean distclean
 
 # One OpenMP thread: a busy neighbour core makes 2-thread calls 150-700x slower (FACTS.md).
-demo test bench: export OMP_NUM_THREADS = 1
+demo test bench fuzz: export OMP_NUM_THREADS = 1
 
 venv: $(VENV)/.installed
 
@@ -30,6 +30,12 @@ test: venv
 
 bench: venv
 	@set -e; for script in $(BENCHMARKS); do echo "== $$script"; $(BIN)/python $$script; done
+
+# Differential fuzzing: generated programs run eagerly and compiled, differences minimized.
+# e.g. make fuzz FUZZ_ARGS="--programs 10000 --seed 0" (python -m tests.fuzz --help lists more).
+FUZZ_ARGS ?= --programs 200 --seed 0
+fuzz: venv
+	$(BIN)/python -m tests.fuzz $(FUZZ_ARGS)
 
 lint: venv
 	$(BIN)/ruff check $(LINT_PATHS)
