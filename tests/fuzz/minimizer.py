@@ -1,11 +1,11 @@
 """Shrink a program while its difference persists.
 
 ``minimize(program, difference)`` tries smaller programs, keeping each one that still shows a
-difference of the same kind (an internal error must keep its exception type): first fewer calls,
-then, until nothing more helps, deleting statements (halves of a block, then single ones),
-replacing a compound statement by one of its bodies, dropping unused parameters, and
-replacing an expression by one of its parts. Candidates that do not compile are skipped, and
-every source is tried once.
+difference of the same kind while eager still returns, or raises the same type, as before (an
+internal error also keeps its exception type and message). First it drops calls; then, until
+nothing more helps, it deletes statements (halves of a block, then smaller pieces), replaces a
+compound statement by one of its bodies, drops unused parameters, and replaces an expression by
+one of its parts. Candidates that do not compile are skipped; every source is tried once.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def _same_difference(difference: Difference) -> Check:
             found = run_program(candidate, timeout=10.0).difference
         except Exception:  # the candidate broke the harness (a missing entry, bad arguments)
             return False
-        if found is None or found.kind != difference.kind:
+        if found is None or found.kind != difference.kind or found.eager != difference.eager:
             return False
         return want is None or found.signature.split(" at ")[0] == want
     return check

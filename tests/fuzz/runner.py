@@ -54,6 +54,7 @@ class Difference:
     call: int
     detail: str
     signature: str  # what groups equal-looking differences in the report
+    eager: str = "returned"  # or the type of eager's exception: minimizing keeps it
 
 
 @dataclass
@@ -184,7 +185,8 @@ def _run_calls(program: Program, result: RunResult, timeout: float) -> None:
         result.eager_errors += eager.error is not None
         found = compare(eager, compiled, filename(program, "compiled"))
         if found:
-            result.difference = dataclasses.replace(found, call=index)
+            outcome = type(eager.error).__name__ if eager.error else "returned"
+            result.difference = dataclasses.replace(found, call=index, eager=outcome)
             break
     stats = graphlift.stats(compiled_fn)
     result.stats = {"graphs": stats.graphs, "graph_breaks": stats.graph_breaks,

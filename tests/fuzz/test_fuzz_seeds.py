@@ -4,12 +4,15 @@ A failure prints the report: each differing seed grouped by signature, and a min
 for the first few groups. Rerun one seed with ``python -m tests.fuzz --seed S --programs 1``.
 """
 
+import pytest
+
 from .campaign import fuzz
 
-# About 1.3 s a program on one core: sized to keep this test near a minute.
-CI_SEEDS = range(0, 40)
+# About 0.7 s of CPU a program: sized to keep this test under a minute on a busy machine.
+CI_SEEDS = range(0, 32)
 
 
 def test_fixed_seeds_agree():
     report = fuzz(CI_SEEDS, minimize_seconds=10, max_minimized=3)
-    assert not report.findings, report.render()
+    if report.findings:
+        pytest.fail(report.render(), pytrace=False)
