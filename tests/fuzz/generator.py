@@ -135,7 +135,8 @@ class _Builder:
         self.loop_depth = 0
         self.iterating: set[str] = set()
         self.global_writes: set[str] = set()
-        self.grad_leaves: set[str] = set()  # inputs that require grad: no in-place ops on them
+        # Leaves that require grad, and names bound to them: no in-place ops on these.
+        self.grad_leaves: set[str] = set()
         self.no_grad = False
         self.stmt_budget = 0
         self.pending: list[tuple[str, Ty]] = []
@@ -578,7 +579,7 @@ class _Builder:
                 text = p.values[v]
                 for key in ("NM", "MM", "M"):
                     text = _replace_word(text, key, tensor(key))
-                if p.name in self.grad_leaves:
+                if p.name == "x" and self.requires_grad:
                     text = text[:-1] + ", requires_grad=True)"
                 (kwargs if p.keyword else args).append((p.name, text))
             lines = [f"torch.manual_seed({self.seed * 10 + v})",

@@ -145,7 +145,18 @@ def invoke(fn, args: tuple, kwargs: dict, namespace: dict) -> Outcome:
 
 
 def run_program(program: Program, timeout: float = 20.0) -> RunResult:
-    """Eager vs compiled for every call of ``program``; stops at the first difference."""
+    """Eager vs compiled for every call of ``program``; stops at the first difference.
+
+    A compiled call that runs past its time is tried once more with three times the time (a
+    busy machine is not a hang) before it counts as a timeout.
+    """
+    result = _run_once(program, timeout)
+    if result.difference and result.difference.kind == "timeout":
+        result = _run_once(program, 3 * timeout)
+    return result
+
+
+def _run_once(program: Program, timeout: float) -> RunResult:
     start = time.perf_counter()
     graphlift.reset()
     result = RunResult(None, 0.0)
