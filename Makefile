@@ -7,11 +7,11 @@ BIN := $(VENV)/bin
 LINT_PATHS := $(wildcard graphlift tests benchmarks examples)
 BENCHMARKS := $(sort $(wildcard benchmarks/*.py))
 
-.PHONY: venv demo test bench lint clean distclean
+.PHONY: venv demo test bench fuzz lint clean distclean
 
 # One OpenMP thread: on a small shared machine, a busy neighbour core made 2-thread torch calls
 # 150-700x slower.
-demo test bench: export OMP_NUM_THREADS = 1
+demo test bench fuzz: export OMP_NUM_THREADS = 1
 
 venv: $(VENV)/.installed
 
@@ -31,6 +31,12 @@ test: venv
 
 bench: venv
 	@set -e; for script in $(BENCHMARKS); do echo "== $$script"; $(BIN)/python $$script; done
+
+# Differential fuzzing: generated programs run eagerly and compiled, differences minimized.
+# e.g. make fuzz FUZZ_ARGS="--programs 10000 --seed 0" (python -m tests.fuzz --help lists more).
+FUZZ_ARGS ?= --programs 200 --seed 0
+fuzz: venv
+	$(BIN)/python -m tests.fuzz $(FUZZ_ARGS)
 
 lint: venv
 	$(BIN)/ruff check $(LINT_PATHS)

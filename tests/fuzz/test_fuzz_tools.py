@@ -1,0 +1,108 @@
+"""The fuzzer's own parts catch what they claim to: generation, comparison, minimizing."""
+
+import ast
+
+import pytest
+import torch
+
+import graphlift
+
+from . import minimizer
+from .compare import differences
+from .generator import generate
+from .runner import Difference, Outcome, build_args, compare, load, run_program, unload
+
+
+def test_generation_is_seeded_and_valid():
+    first, again, other = generate(7), generate(7), generate(8)
+    assert first == again
+    assert first.source != other.source
+    ast.parse(first.source)
+    assert first.calls[0] == first.calls[1], "the second call repeats the first (a cache hit)"
+    assert len(set(first.variants)) == len(first.variants), "every variant has its own seed"
+
+
+def test_programs_define_their_entry_and_build_their_arguments():
+    for seed in range(20):
+        program = generate(seed)
+        namespace = load(program, "eager")
+        try:
+            assert callable(namespace[program.entry])
+            args, kwargs = build_args(program, program.calls[-1], namespace)
+            assert isinstance(args, tuple) and isinstance(kwargs, dict)
+        finally:
+            unload(program)
+
+
+@pytest.mark.parametrize(("eager", "compiled"), [
+    (torch.ones(2), torch.ones(2, dtype=torch.float64)),
+    (torch.ones(2), torch.ones(2) + 1e-3),
+    (torch.ones(2), torch.ones(1, 2)),
+    (torch.ones(2, requires_grad=True), torch.ones(2)),
+    ([1, 2], (1, 2)),
+    ({"a": 1, "b": 2}, {"b": 2, "a": 1}),
+    ({1, 2}, {1, 3}),
+    (0.5, 0.5001),
+    (True, 1),
+])
+def test_differences_are_found(eager, compiled):
+    assert differences(eager, compiled)
+
+
+def test_equal_values_have_no_differences():
+    value = [torch.ones(2), {"k": (1, "s", None)}, float("nan"), {3, 4}]
+    assert not differences(value, [torch.ones(2), {"k": (1, "s", None)}, float("nan"), {3, 4}])
+    assert not differences(torch.tensor([1.0]), torch.tensor([1.0 + 1e-7]))
+
+
+def _outcome(**fields) -> Outcome:
+    base = {"args": ((), {}), "state": {}}
+    return Outcome(**{**base, **fields})
+
+
+def test_outcomes_are_classified_by_severity():
+    ok = _outcome(result=1, stdout="a\n")
+    assert compare(ok, _outcome(result=1, stdout="a\n"), "<user>") is None
+    assert compare(ok, _outcome(result=2, stdout="b\n"), "<user>").kind == "value"
+    assert compare(ok, _outcome(result=1, stdout="b\n"), "<user>").kind == "print"
+    assert compare(ok, _outcome(result=1, stdout="a\n", state={"G": 1}), "<user>").kind == \
+        "side_effect"
+    raised = _outcome(error=ValueError("bad"))
+    assert compare(raised, _outcome(error=ValueError("worse")), "<user>").kind == "exception"
+    assert compare(raised, _outcome(result=1), "<user>").kind == "exception"
+
+
+def test_an_error_raised_inside_graphlift_is_internal():
+    try:
+        graphlift.compile(lambda x: x, backend="no such backend")
+    except ValueError as error:
+        found = compare(_outcome(result=1), _outcome(error=error), "<user>")
+    assert found.kind == "internal"
+    assert "graphlift/" in found.detail
+
+
+def test_a_program_that_compiles_correctly_shows_no_difference():
+    program = generate(0).replace(source="import torch\n\ndef f(x):\n    return x * 2\n",
+                                  entry="f", variants=("torch.manual_seed(0)\n"
+                                                       "args = (torch.randn(2),)\nkwargs = {}",),
+                                  calls=(0, 0))
+    result = run_program(program)
+    assert result.difference is None and result.calls == 2
+
+
+def test_minimizer_keeps_the_statements_the_difference_needs(monkeypatch):
+    # A stand-in runner: the "difference" persists while the source still calls torch.cos.
+    def fake_run(candidate, timeout):
+        class Result:
+            difference = Difference("value", 0, "", "value") if "cos" in candidate.source \
+                else None
+        return Result()
+    monkeypatch.setattr(minimizer, "run_program", fake_run)
+    program = generate(0).replace(
+        source="import torch\n\ndef f(x):\n    a = x + 1\n    b = torch.cos(a * 2)\n"
+               "    c = b.sum()\n    if c > 0:\n        print(c)\n    return a, b\n",
+        entry="f", calls=(0, 0, 1), variants=("args = (1,)\nkwargs = {}",) * 2)
+    small = minimizer.minimize(program, Difference("value", 2, "", "value"), seconds=30)
+    body = ast.parse(small.source).body[-1].body
+    assert "cos" in small.source and len(body) == 1, small.source
+    assert small.calls == (1,)
