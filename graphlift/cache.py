@@ -9,6 +9,7 @@ keep a direct reference.
 from __future__ import annotations
 
 import itertools
+import threading
 import types
 import weakref
 from collections.abc import Callable
@@ -96,6 +97,10 @@ class ExtraState:
     def __init__(self, code: types.CodeType) -> None:
         self.name = code.co_name
         self.location = f"{code.co_filename}:{code.co_firstlineno}"
+        # Held on the miss path while looking again and compiling: threads that miss at once
+        # compile one after the other, so that the limits hold and none compiles a twin entry.
+        # Reentrant: compiling may call the function again (a guard reading a property).
+        self.lock = threading.RLock()
         self.clear()
         _live_states.add(self)
 
@@ -120,13 +125,18 @@ class ExtraState:
             self.resume_points[(key, options)] = point
         return point
 
+    # The chain is replaced, never changed in place, so that a thread reading it unlocked
+    # (the miss path's first look) sees one whole version of it.
     def push_front(self, entry: CacheEntry) -> None:
-        self.entries.insert(0, entry)
+        """Put a new entry at the head (call with ``lock`` held)."""
+        self.entries = [entry, *self.entries]
         self.head = entry
 
-    def move_to_front(self, index: int) -> None:
-        entry = self.entries.pop(index)
-        self.push_front(entry)
+    def move_to_front(self, entry: CacheEntry) -> None:
+        """Make ``entry`` the head, if it is still in the chain (call with ``lock`` held)."""
+        if entry is not self.head and any(e is entry for e in self.entries):
+            self.entries = [entry, *(e for e in self.entries if e is not entry)]
+            self.head = entry
 
     def remove(self, entry: CacheEntry) -> None:
         """Drop one entry (a module it pinned has died); absent entries are ignored."""
@@ -134,18 +144,20 @@ class ExtraState:
         self.head = self.entries[0] if self.entries else None
 
     def next_compile_id(self) -> str:
-        global _accumulated_compiles
+        global _accumulated_compiles, _accumulated_recompiles
         if self.frame_id is None:
             self.frame_id = next(_frame_ids)
         compile_id = f"{self.frame_id}/{self.compile_count}"
         self.compile_count += 1
         _accumulated_compiles += 1
+        _accumulated_recompiles += bool(self.entries)
         return compile_id
 
 
 _live_states: weakref.WeakSet[ExtraState] = weakref.WeakSet()
 _frame_ids = itertools.count()
 _accumulated_compiles = 0
+_accumulated_recompiles = 0  # compiles of a code object that already had an entry
 
 
 def get_state(code: types.CodeType) -> ExtraState:
@@ -167,10 +179,16 @@ def accumulated_compiles() -> int:
     return _accumulated_compiles
 
 
+def accumulated_recompiles() -> int:
+    """Recompiles across the process since the last reset: entries beyond a code object's first,
+    what ``config.accumulated_recompile_limit`` counts."""
+    return _accumulated_recompiles
+
+
 def reset_all() -> None:
     """Clear every live ExtraState and the process-wide counters."""
-    global _frame_ids, _accumulated_compiles
+    global _frame_ids, _accumulated_compiles, _accumulated_recompiles
     for state in list(_live_states):
         state.clear()
     _frame_ids = itertools.count()
-    _accumulated_compiles = 0
+    _accumulated_compiles = _accumulated_recompiles = 0

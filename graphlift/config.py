@@ -28,7 +28,8 @@ SETTINGS: dict[str, Setting] = {
         8, "max cache entries per code object (and module instance) before it runs eagerly"
     ),
     "accumulated_recompile_limit": Setting(
-        256, "max compiles across the process before every new miss runs eagerly"
+        256, "max recompiles (entries beyond a code object's first) across the process; "
+        "past it, misses of code objects that have an entry run eagerly"
     ),
     "fail_on_recompile_limit_hit": Setting(
         False, "raise RecompileLimitExceeded instead of falling back to eager at a limit"

@@ -104,6 +104,8 @@ def compile(fn: Callable | None = None, *, backend: str | Callable = "eager",
 
 
 def _compile(fn: Callable, options: CompileOptions) -> Callable:
+    if isinstance(fn, OptimizedModule):
+        fn = fn._orig_mod  # compiled again: the module itself, with the new options
     fn = getattr(fn, WRAPPED_ATTR, fn)
     if isinstance(fn, types.FunctionType) and DISABLED_ATTR in fn.__dict__:
         return fn  # graphlift.disable: it always runs eagerly
@@ -330,24 +332,43 @@ def _on_miss(fn: types.FunctionType, state: ExtraState, options: CompileOptions,
         if _disabled.depth:
             return run_eagerly(*args)  # this one: nothing it calls is compiled
         first = 0  # another one: the fast path did not try the head
+    entry = _lookup(state, options, args, first)
+    if entry is None:
+        with state.lock:
+            # Another thread may have compiled, or hit a limit, while this one waited.
+            entry = _lookup(state, options, args, 0) or _compile_entry(fn, state, options, args)
+    if entry is None:
+        return run_eagerly(*args)
+    return entry.run(*args)
+
+
+def _lookup(state: ExtraState, options: CompileOptions, args: tuple,
+            first: int) -> CacheEntry | None:
+    """The first entry from ``first`` on whose guards pass (made the head), or None."""
     start = time.perf_counter()
-    entries = state.entries
-    for index in range(first, len(entries)):
-        entry = entries[index]
-        if entry.options is options and _passes(entry, args):
-            state.move_to_front(index)
-            state.stats.guard_seconds += time.perf_counter() - start
-            state.stats.hits += 1
-            return entry.run(*args)
+    entries = state.entries  # replaced, never changed in place: safe to read unlocked
+    found = next((entry for entry in entries[first:]
+                  if entry.options is options and _passes(entry, args)), None)
     state.stats.guard_seconds += time.perf_counter() - start
+    if found is not None:
+        state.stats.hits += 1
+        if found is not state.head:
+            with state.lock:
+                state.move_to_front(found)
+    return found
+
+
+def _compile_entry(fn: types.FunctionType, state: ExtraState, options: CompileOptions,
+                   args: tuple) -> CacheEntry | None:
+    """A new head entry for this call, or None where a limit says to run eagerly."""
     state.stats.misses += 1
     if state.run_only:
-        return run_eagerly(*args)
+        return None
+    entries = state.entries
     reasons = _failure_reasons(state, options, args)
-    if entries and not _may_recompile(fn, state, options, reasons, args):
-        return run_eagerly(*args)
-    if not _under_accumulated_limit(fn, state, options, reasons):
-        return run_eagerly(*args)
+    if entries and not (_may_recompile(fn, state, options, reasons, args)
+                        and _under_accumulated_limit(fn, state, options, reasons)):
+        return None
     try:
         with progress.compiling(f"{fn.__qualname__} ({state.location})") as timing:
             entry = convert_frame(fn, state, args, options, WRAPPERS)
@@ -357,7 +378,7 @@ def _on_miss(fn: types.FunctionType, state: ExtraState, options: CompileOptions,
     events.on_compile(fn, state, entry, reasons, timing)
     state.push_front(entry)
     _forget_with_modules(state, entry)
-    return entry.run(*args)
+    return entry
 
 
 def _forget_with_modules(state: ExtraState, entry: CacheEntry) -> None:
@@ -440,8 +461,10 @@ def _dynamic_lines(fn: types.FunctionType, state: ExtraState, options: CompileOp
 
 def _under_accumulated_limit(fn: types.FunctionType, state: ExtraState,
                              options: CompileOptions, reasons: list[str]) -> bool:
+    """Whether the process may recompile once more: first compiles never count, so that a
+    long-running process keeps compiling new functions; a crowd of recompiling ones is stopped."""
     limit = config.accumulated_recompile_limit
-    if cache.accumulated_compiles() < limit:
+    if cache.accumulated_recompiles() < limit:
         return True
     _hit_limit(fn, state, options, "accumulated_recompile_limit", limit, reasons)
     return False

@@ -239,6 +239,7 @@ class OutputGraph:
             logs.emit("graph_code", f"TRACED GRAPH {name}\n{gm.code}")
         examples = [graph_input.example for graph_input in self.inputs]
         backend_fn = lookup_backend(backend)
+        label = backend if isinstance(backend, str) else getattr(backend, "__name__", backend)
         start = time.perf_counter()
         try:
             # With symbolic inputs the backend must trace with our fake mode (found through the
@@ -248,10 +249,12 @@ class OutputGraph:
                     else contextlib.nullcontext():
                 compiled = backend_fn(gm, examples)
         except Exception as error:
-            label = backend if isinstance(backend, str) else getattr(backend, "__name__", backend)
             raise BackendCompilerFailed(
                 f"backend {label!r} raised {type(error).__name__}: {error}"
             ) from error
+        if not callable(compiled):  # else the run function fails, naming none of this
+            raise BackendCompilerFailed(f"backend {label!r} returned {compiled!r}, which is not "
+                                        "callable (a backend returns the function to run)")
         return gm, call_graph_callable(compiled), time.perf_counter() - start
 
 

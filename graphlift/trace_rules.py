@@ -262,11 +262,16 @@ _allowed: dict[int, Callable] = {}
 _fakes: dict[int, Callable] = {}
 DISABLED_ATTR = "_graphlift_disabled"  # on a graphlift.disable wrapper (eval_frame's name)
 COMPILED_ATTR = "_graphlift_fn"  # on a graphlift.compile wrapper (eval_frame.WRAPPED_ATTR)
+# torch._dynamo, once imported, wraps some torch functions (torch.manual_seed) in this function's
+# code: such a wrapper is decided as the function it wraps, whether torch.compile ran or not.
+_DYNAMO_DISABLE_CODE = torch._compile._disable_dynamo(len).__code__
 
 
 # -- lookup --------------------------------------------------------------------------------------
 def lookup(fn: Any) -> Decision:
     """The decision for calling ``fn`` while tracing, and the rule that made it."""
+    if isinstance(fn, types.FunctionType) and fn.__code__ is _DYNAMO_DISABLE_CODE:
+        return lookup(fn.__wrapped__)
     decision = _override(fn)
     if decision is not None:
         return decision

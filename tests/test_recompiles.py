@@ -189,21 +189,20 @@ def test_error_on_recompile_raises_with_the_reason():
 # -- the process-wide limit --------------------------------------------------------------------
 def make_function(i):
     namespace = {}
-    exec(f"def f{i}(x):\n    return x + {i}\n", namespace)  # noqa: S102 - distinct code
+    exec(f"def f{i}(x, n):\n    return x * n + {i}\n", namespace)  # noqa: S102 - distinct code
     return namespace[f"f{i}"]
 
 
-def test_accumulated_limit_counts_across_functions(caplog):
+def test_accumulated_limit_counts_recompiles_across_functions(caplog):
     caplog.set_level(logging.WARNING, logger="graphlift")
     functions = [make_function(i) for i in range(4)]
-    compiled = [graphlift.compile(fn) for fn in functions]
+    compiled = [graphlift.compile(fn, dynamic=False) for fn in functions]
     x = torch.randn(3)
     with graphlift.config.patch(accumulated_recompile_limit=3):
         for c, fn in zip(compiled, functions):
-            check_same(c, fn, x)
-            check_same(c, fn, x)
-    assert [graphlift.stats(fn).compiles for fn in functions] == [1, 1, 1, 0]
-    assert graphlift.stats(functions[0]).hits == 1
+            check_same(c, fn, x, 1)  # a first compile: never counted
+            check_same(c, fn, x, 2)  # a recompile: the fourth one is refused
+    assert [graphlift.stats(fn).compiles for fn in functions] == [2, 2, 2, 1]
     assert graphlift.stats(functions[3]).misses == 2
     (warning,) = messages(caplog, "graphlift", logging.WARNING)
     assert warning.splitlines()[:2] == [
