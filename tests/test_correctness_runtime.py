@@ -138,3 +138,53 @@ def test_item25_threads_missing_on_the_same_call_compile_once():
     run_in_threads(compiled, scale, [[(x, 2)]] * 8)
     assert counter.frame_count == 1
     assert len(graphlift.cache_entries(scale)) == 1
+
+
+# -- item 23: values the frame overwrites without reading them are not guarded ----------------
+SIZES = {"a": 0, "b": 1}
+SLOTS = [0, 5]
+
+
+def overwrite_dict_item(x):
+    SIZES["a"] = x.shape[0]
+    return x + SIZES["b"]
+
+
+def overwrite_list_item(x):
+    SLOTS[0] = x.shape[0]
+    return x + SLOTS[1]
+
+
+@pytest.mark.parametrize("fn", [overwrite_dict_item, overwrite_list_item])
+def test_item23_an_overwritten_item_is_not_guarded_on_its_old_value(dynamo, fn):
+    saved = dict(SIZES), list(SLOTS)
+
+    def three_calls(call):  # the second call sees the item the first one wrote
+        SIZES.update(saved[0])
+        SLOTS[:] = saved[1]
+        return [(call(torch.ones(3)), dict(SIZES), list(SLOTS)) for _ in range(3)]
+
+    try:
+        counter, theirs = CompileCounter(), dynamo()
+        expected = three_calls(fn)
+        assert_same(expected, three_calls(graphlift.compile(fn, backend=counter)))
+        three_calls(torch.compile(fn, backend=theirs))
+        assert graphlift.stats(fn).compiles == theirs.frame_count == 1
+    finally:
+        SIZES.update(saved[0])
+        SLOTS[:] = saved[1]
+
+
+def pop_then_print(x, lst):
+    a = lst.pop()
+    print("popped", a)
+    return x * a + lst[0], lst
+
+
+def test_item23_an_unread_item_crosses_a_break_read_before_the_write_back(capsys):
+    compiled = graphlift.compile(pop_then_print)
+    for values in ([1, 2, 3], [4, 5, 6]):
+        expected = pop_then_print(torch.ones(3), list(values))
+        eager_out = capsys.readouterr().out
+        assert_same(expected, compiled(torch.ones(3), list(values)))
+        assert capsys.readouterr().out == eager_out

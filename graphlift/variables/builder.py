@@ -119,13 +119,14 @@ def _wrap_tensor_method(builder: VariableBuilder, value: Any, source: Source) ->
 
 
 def _wrap_int(builder: VariableBuilder, value: int, source: Source) -> VariableTracker:
-    """An int that changes between calls may become a symbol; else a guarded constant."""
+    """An int that changes between calls may become a symbol; else a lazily guarded constant."""
     symbolic = wrap_int_input(builder.tx, value, source)
-    return symbolic if symbolic is not None else _wrap_constant(builder, value, source)
+    return symbolic if symbolic is not None else _wrap_lazy(builder, value, source)
 
 
-def _wrap_float(builder: VariableBuilder, value: float, source: Source) -> VariableTracker:
-    """A float: a constant guarded when first used."""
+def _wrap_lazy(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:
+    """A scalar guarded on its value when first read: one that the frame passes on or
+    overwrites unread (``D["a"] = n``, a start time carried across a break) never recompiles."""
     return LazyConstantVariable(value, source, builder.tx.guards)
 
 
@@ -281,8 +282,8 @@ WRAP_ROWS = (
     (_is_tensor_method, _wrap_tensor_method),
     # Before the constant row, where it falls back to; exact type, so a bool stays a constant.
     (lambda v: type(v) is int, _wrap_int),
-    # Before the constant row: guarded when first used, so a float never read costs no guard.
-    (lambda v: type(v) is float, _wrap_float),
+    # Before the constant row: guarded when first used, so a scalar never read costs no guard.
+    (lambda v: type(v) in (float, bool, str, type(None)), _wrap_lazy),
     # Before the sequence row, so a tuple of constants is one constant, not a tuple of items.
     (is_constant_value, _wrap_constant),
     # A namedtuple is a tuple that keeps its class; a list or tuple subclass is an object.

@@ -70,7 +70,7 @@ class ConstantVariable(VariableTracker):
 
 
 class LazyConstantVariable(ConstantVariable):
-    """A float read from the inputs whose value guard is installed only when the value is used.
+    """A scalar read from the inputs whose value guard is installed only when the value is used.
 
     A value that only moves through the frame (``start = time.perf_counter()`` carried across a
     graph break and never read) is passed on through its source, unguarded, so a new value does
@@ -91,7 +91,9 @@ class LazyConstantVariable(ConstantVariable):
 
     def reconstruct(self, codegen: OutputCodegen) -> str:
         if self._guards is not None:
-            return codegen.source_expr(self.source)  # never read: passed on as it is
+            # Never read: passed on as it is, read before the ledger writes back (``lst.pop()``
+            # carried to a break must not read the list after the pop).
+            return codegen.hoist(codegen.source_expr(self.source))
         return super().reconstruct(codegen)
 
 
