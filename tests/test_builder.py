@@ -62,7 +62,7 @@ def test_each_wrap_row_has_its_own_build():
 
 # value -> the row whose build wraps it (every value matches the last row too).
 FIRST_ROWS = {
-    "bool is a constant, not an int symbol": (True, builder._wrap_constant),
+    "bool is a lazily guarded scalar, not an int symbol": (True, builder._wrap_lazy),
     "namedtuple is a tuple": (Point(1, TENSOR), builder._wrap_sequence),
     "list subclass is an object": (Items(), builder._wrap_object),
     "OrderedDict is a collection, not a dict": (collections.OrderedDict(a=1),
@@ -85,7 +85,8 @@ def test_first_matching_row_wins(case):
 # value matched by two rows -> the earlier row, which wins, and the later one it shadows.
 SHADOWED_ROWS = {
     "int before constant": (3, builder._wrap_int, builder._wrap_constant),
-    "float before constant": (2.5, builder._wrap_float, builder._wrap_constant),
+    "float before constant": (2.5, builder._wrap_lazy, builder._wrap_constant),
+    "None before constant": (None, builder._wrap_lazy, builder._wrap_constant),
     "constant before sequence": ((1, 2), builder._wrap_constant, builder._wrap_sequence),
     "tensor method before callable": (TENSOR.add, builder._wrap_tensor_method,
                                       builder._wrap_callable),
@@ -105,7 +106,7 @@ TRACKERS = {
     "tensor": (torch.ones(3), "TensorVariable", "type(L['v']) is torch.Tensor"),
     "tensor method": (torch.ones(3).mul, "TensorMethodVariable", "L['v'].__name__ == 'mul'"),
     "int": (3, "SymNodeVariable", "type(L['v']) is int"),
-    "bool": (True, "ConstantVariable", "L['v'] is True"),
+    "bool": (True, "LazyConstantVariable", None),
     "float": (2.5, "LazyConstantVariable", None),
     "tuple of constants": ((1, 2), "ConstantVariable", "L['v'] == (1, 2)"),
     "list": ([1, 2], "ListVariable", "len(L['v']) == 2"),
