@@ -87,6 +87,19 @@ _BACKENDS: dict[str, BackendFn] = {
 }
 
 
+# Named backends that see every dynamic float as a constant: AOTAutograd's pass that turns
+# ``item()`` arithmetic into tensor operations specializes what it cannot turn (a float leaving
+# the graph), and inductor's graph cache then serves a graph made for another value. For these a
+# float stays a guarded constant; other backends get it as torch.compile gives it, a 0-d float64
+# tensor input read by ``item()``.
+FLOAT_SPECIALIZING = frozenset({"aot_eager", "inductor"})
+
+
+def keeps_floats_dynamic(backend: str | BackendFn) -> bool:
+    """Whether a float that changes between compiles may become a graph input for ``backend``."""
+    return not (isinstance(backend, str) and backend in FLOAT_SPECIALIZING)
+
+
 def register_backend(name: str, fn: BackendFn) -> None:
     """Make ``fn`` available as ``backend=name``; a taken name raises ValueError."""
     if name in _BACKENDS:

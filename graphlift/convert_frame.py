@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from graphlift import bytecode, logs, progress
+from graphlift.backends import keeps_floats_dynamic
 from graphlift.cache import CacheEntry, ExtraState
 from graphlift.codegen import BreakTail, FrameWrappers, OutputCodegen
 from graphlift.config import config
@@ -149,7 +150,9 @@ class _Attempt:
     def compile(self, break_at: int | None, error: Unsupported | None = None) -> CacheEntry:
         fn, state, signature = self.fn, self.state, self.signature
         progress.phase("setup")
-        output = OutputGraph(ShapePolicy(state.shape_memory, self.options.dynamic))
+        options = self.options
+        output = OutputGraph(ShapePolicy(state.shape_memory, options.dynamic,
+                                         keeps_floats_dynamic(options.backend)))
         self.guards = guards = GuardBuilder()
         codegen = OutputCodegen(self.wrappers)
         start = time.perf_counter()

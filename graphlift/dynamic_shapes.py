@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import linecache
+import math
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -98,12 +99,13 @@ class ShapeMemory:
     """What earlier compiles of one code object saw at each source (kept on its ExtraState).
 
     A tensor source keeps its sizes, with None for each dimension that has differed between
-    compiles (dynamic from then on); an int source keeps its value, or None once it has differed.
+    compiles (dynamic from then on); an int or float source keeps its value, or None once it has
+    differed.
     """
 
     def __init__(self) -> None:
         self.sizes: dict[Source, tuple[int | None, ...]] = {}
-        self.ints: dict[Source, int | None] = {}
+        self.scalars: dict[Source, int | float | None] = {}
 
     def merge_sizes(self, source: Source, sizes: tuple[int, ...]) -> tuple[int | None, ...]:
         """Record ``sizes``; returns them with None where a dimension has changed."""
@@ -115,15 +117,15 @@ class ShapeMemory:
         self.sizes[source] = merged
         return merged
 
-    def merge_int(self, source: Source, value: int) -> bool:
-        """Record ``value``; returns whether this int has changed between compiles."""
-        before = self.ints.get(source, _UNSEEN)
+    def merge_scalar(self, source: Source, value: int | float) -> bool:
+        """Record ``value``; returns whether this int or float has changed between compiles."""
+        before = self.scalars.get(source, _UNSEEN)
         if before is _UNSEEN:
-            self.ints[source] = value
+            self.scalars[source] = value
             return False
         if before != value:
-            self.ints[source] = None
-        return self.ints[source] is None
+            self.scalars[source] = None
+        return self.scalars[source] is None
 
     def changes(self, params: tuple[str, ...], args: tuple) -> list[str]:
         """``"L['x'].size()[0]: now 8, before 10"`` for each static value that ``args`` change.
@@ -140,9 +142,9 @@ class ShapeMemory:
             for dim, (old, now) in enumerate(zip(before, value.shape)):
                 if old is not None and old != now and dim not in static:
                     lines.append(f"{source.name()}.size()[{dim}]: now {now}, before {old}")
-        for source, old in self.ints.items():
+        for source, old in self.scalars.items():
             now = _evaluate(source, params, args)
-            if old is not None and type(now) is int and now != old:
+            if old is not None and type(now) is type(old) and now != old:
                 lines.append(f"{source.name()}: now {now}, before {old}")
         return lines
 
@@ -157,9 +159,11 @@ def _evaluate(source: Source, params: tuple[str, ...], args: tuple) -> Any:
 class ShapePolicy:
     """Decides, for one compile, which dimensions and ints become symbols (see the module doc)."""
 
-    def __init__(self, memory: ShapeMemory | None = None, dynamic: bool | None = None) -> None:
+    def __init__(self, memory: ShapeMemory | None = None, dynamic: bool | None = None,
+                 dynamic_floats: bool = True) -> None:
         self.memory = memory if memory is not None else ShapeMemory()
         self.dynamic = dynamic
+        self.dynamic_floats = dynamic_floats  # False: the backend specializes them anyway
 
     def tensor_dims(self, source: Source, value: torch.Tensor) -> tuple[set[int], set[int]]:
         """(dimensions to make symbols, those of them that mark_dynamic asked for)."""
@@ -176,8 +180,11 @@ class ShapePolicy:
         static = _marked(value, STATIC_ATTR)
         return (wanted | marked) - static, marked - static
 
-    def int_is_dynamic(self, source: Source, value: int) -> bool:
-        changed = self.memory.merge_int(source, value)
+    def scalar_is_dynamic(self, source: Source, value: int | float) -> bool:
+        """Whether an int or float input becomes a symbol (a graph input of its own)."""
+        if type(value) is float and not (self.dynamic_floats and math.isfinite(value)):
+            return False  # the ShapeEnv cannot reason about nan and inf: always a constant
+        changed = self.memory.merge_scalar(source, value)
         if self.dynamic is None:
             return changed
         return self.dynamic

@@ -475,8 +475,9 @@ def _reason_lines(reasons: list[str]) -> str:
 
 
 LIKELY_CAUSES = """Likely causes, each with its fix:
-  - a Python float, bool or str that varies between calls is baked into the graph as a
-    constant: pass it as a tensor. (A varying int becomes dynamic on its own.)
+  - a Python bool or str that varies between calls is baked into the graph as a constant
+    (so is a float under aot_eager or inductor): pass it as a tensor. (A varying int or
+    float becomes dynamic on its own.)
   - a size or int that varies but is specialized while tracing (a branch on it, range(n), a
     list index; the guard names it): remove that use, or pad or bucket the sizes.
   - sizes that vary under compile(dynamic=False), or sizes 0 and 1 (always specialized): drop

@@ -37,7 +37,7 @@ from graphlift.dynamic_shapes import (
 )
 from graphlift.exc import BackendCompilerFailed
 from graphlift.side_effects import SideEffects
-from graphlift.sources import Source, placeholder_name
+from graphlift.sources import FloatTensorSource, Source, placeholder_name
 
 # Nodes that switch process state for the operations after them; they never raise.
 STATE_SWITCHES = frozenset({torch._C._set_grad_enabled, torch.amp._enter_autocast,
@@ -51,8 +51,8 @@ class GraphInput:
 
     source: Source
     node: torch.fx.Node
-    example: torch.Tensor | int  # the real value seen while tracing
-    fake: torch.Tensor | torch.SymInt
+    example: torch.Tensor | int | float  # the real value seen while tracing
+    fake: torch.Tensor | torch.SymInt | torch.SymFloat
     dynamic_dims: frozenset[int] = frozenset()  # dimensions whose size is a symbol
 
 
@@ -109,6 +109,20 @@ class OutputGraph:
             value, source=TorchSource(source), dynamic_dim=SIZE_DYNAMIC)
         fake = self.shape_env.create_symintnode(symbol, hint=value, source=TorchSource(source))
         return self._placeholder(source, value, fake, frozenset())
+
+    def add_float_input(self, source: Source, value: float) -> tuple[GraphInput, torch.SymFloat]:
+        """Lift a dynamic float as torch.compile does: a 0-d float64 tensor placeholder (fed
+        from ``FloatTensorSource(source)``) whose ``item()`` is a SymFloat of its own symbol.
+        AOTAutograd and inductor turn such ``item()`` arithmetic back into tensor operations;
+        a SymFloat placeholder they would refuse."""
+        env = self.shape_env
+        example = torch.tensor(value, dtype=torch.float64)
+        fake = self.fake_mode.from_tensor(example, static_shapes=True)
+        symbol = env.create_unspecified_symbol(value, source=TorchSource(source),
+                                               dynamic_dim=SIZE_DYNAMIC)
+        fake.item_memo = env.create_symfloatnode(symbol, hint=value, source=TorchSource(source))
+        graph_input = self._placeholder(FloatTensorSource(source), example, fake, frozenset())
+        return graph_input, fake.item_memo
 
     def _placeholder(self, source: Source, value: Any, fake: Any,
                      dynamic_dims: frozenset[int]) -> GraphInput:

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 FN_NAME = "__gl_fn"  # the function object, for closure cells
 GLOBALS_NAME = "__gl_G"  # the function's module globals
 
@@ -28,6 +30,7 @@ class SourceKind(enum.Enum):
     MODULE_MEMBER = "module_member"  # a submodule, parameter or buffer of a pinned nn.Module
     MODULE_GLOBALS = "module_globals"  # the globals of an imported Python module
     VIEW_DICT = "view_dict"  # the dict that a dict_keys/dict_values/dict_items view shows
+    FLOAT_TENSOR = "float_tensor"  # a float of another source, as a 0-d float64 tensor
 
 
 @dataclass(frozen=True)
@@ -210,6 +213,33 @@ class ViewDictSource(Source):
 
     def render(self, bind: Callable[[Any], str]) -> str:
         return f"__import__('gc').get_referents({self.base.render(bind)})[0]"
+
+    def root(self) -> Source:
+        return self.base.root()
+
+
+def _as_float64_tensor(value: float) -> Any:
+    return torch.tensor(value, dtype=torch.float64)
+
+
+@dataclass(frozen=True)
+class FloatTensorSource(Source):
+    """A dynamic float fed to the graph as a 0-d float64 tensor (torch.compile's form of it).
+
+    Shown as the float itself; the run function converts it on every call.
+    """
+
+    base: Source
+    kind = SourceKind.FLOAT_TENSOR
+
+    def name(self) -> str:
+        return self.base.name()
+
+    def expr(self) -> str:
+        return f"__import__('torch').tensor({self.base.expr()}, dtype=__import__('torch').float64)"
+
+    def render(self, bind: Callable[[Any], str]) -> str:
+        return f"{bind(_as_float64_tensor)}({self.base.render(bind)})"
 
     def root(self) -> Source:
         return self.base.root()

@@ -84,8 +84,8 @@ def test_first_matching_row_wins(case):
 
 # value matched by two rows -> the earlier row, which wins, and the later one it shadows.
 SHADOWED_ROWS = {
-    "int before constant": (3, builder._wrap_int, builder._wrap_constant),
-    "float before constant": (2.5, builder._wrap_lazy, builder._wrap_constant),
+    "int before constant": (3, builder._wrap_number, builder._wrap_constant),
+    "float before constant": (2.5, builder._wrap_number, builder._wrap_constant),
     "None before constant": (None, builder._wrap_lazy, builder._wrap_constant),
     "constant before sequence": ((1, 2), builder._wrap_constant, builder._wrap_sequence),
     "tensor method before callable": (TENSOR.add, builder._wrap_tensor_method,
@@ -107,7 +107,7 @@ TRACKERS = {
     "tensor method": (torch.ones(3).mul, "TensorMethodVariable", "L['v'].__name__ == 'mul'"),
     "int": (3, "SymNodeVariable", "type(L['v']) is int"),
     "bool": (True, "LazyConstantVariable", None),
-    "float": (2.5, "LazyConstantVariable", None),
+    "float": (2.5, "SymNodeVariable", "type(L['v']) is float"),
     "tuple of constants": ((1, 2), "ConstantVariable", "L['v'] == (1, 2)"),
     "list": ([1, 2], "ListVariable", "len(L['v']) == 2"),
     "namedtuple": (Point(1, 2), "TupleVariable", "len(L['v']) == 2"),

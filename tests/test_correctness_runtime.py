@@ -188,3 +188,87 @@ def test_item23_an_unread_item_crosses_a_break_read_before_the_write_back(capsys
         eager_out = capsys.readouterr().out
         assert_same(expected, compiled(torch.ones(3), list(values)))
         assert capsys.readouterr().out == eager_out
+
+
+# -- item 22: a float that changes between calls becomes dynamic on the second compile ---------
+def scale_by(x, s):
+    return x * s + 1
+
+
+total = 0.0
+
+
+def accumulate(x):
+    global total
+    total += 0.5
+    return x * total
+
+
+def scale_by_item(x):
+    v = x.sum().item()  # a graph break: the resume function receives v as an argument
+    return x * v
+
+
+def twelve_calls(fn, make_args):
+    global total
+    total = 0.0
+    results = [fn(*make_args(i)) for i in range(12)]
+    return results, total
+
+
+FLOAT_CASES = {
+    "argument": (scale_by, lambda i: (torch.ones(3), 0.5 + i)),
+    "global +=": (accumulate, lambda i: (torch.ones(3),)),
+    "item() in a resume function": (scale_by_item, lambda i: (torch.ones(3) * (i + 1),)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FLOAT_CASES))
+def test_item22_a_changing_float_recompiles_once_like_torch_compile(dynamo, case):
+    fn, make_args = FLOAT_CASES[case]
+    counter, theirs = CompileCounter(), dynamo()
+    expected = twelve_calls(fn, make_args)
+    assert_same(expected, twelve_calls(graphlift.compile(fn, backend=counter), make_args))
+    assert_same(expected, twelve_calls(torch.compile(fn, backend=theirs), make_args))
+    assert counter.frame_count == theirs.frame_count  # 2 graphs; 3 with the break's first graph
+    assert counter.frame_count <= 3 and not graphlift.stats(fn).recompile_limit_hit
+
+
+def float_uses(x, s):
+    if s > 2.0:  # a branch specializes the float: that entry serves one value
+        x = x + 1
+    return x.pow(s), s * 2, f"{s:.2f}", max(s, 0.7), x.clamp(min=s)
+
+
+def test_item22_dynamic_floats_stay_correct_where_python_needs_their_value():
+    compiled = graphlift.compile(float_uses)
+    for s in (0.5, 1.5, 2.25, 1 / 3, 3.0, 7.125, 1.5):
+        assert_same(float_uses(torch.arange(4.0), s), compiled(torch.arange(4.0), s))
+
+
+def test_item22_a_float_leaving_the_graph_is_read_back_exactly():
+    def halves(x, s):
+        return x * s, s / 3, s * 2 + 1
+
+    counter = CompileCounter()
+    compiled = graphlift.compile(halves, backend=counter)
+    for s in (0.1, 1 / 3, 2.5e-8, 12345.678):
+        expected, got = halves(torch.ones(2), s), compiled(torch.ones(2), s)
+        assert_same(expected, got)
+        assert got[1] == expected[1] and type(got[1]) is float  # bit for bit, a float
+    assert counter.frame_count == 2
+
+
+@pytest.mark.parametrize("backend", ["aot_eager"])
+def test_item22_floats_stay_guarded_constants_under_aot_backends(backend):
+    compiled = graphlift.compile(scale_by, backend=backend)
+    for s in (0.5, 1.5, 2.5):
+        assert_same(scale_by(torch.ones(3), s), compiled(torch.ones(3), s))
+    assert graphlift.stats(scale_by).compiles == 3
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_item22_nan_and_inf_stay_constants(value):
+    compiled = graphlift.compile(scale_by)
+    for s in (0.5, value, 1.5, value):
+        assert_same(scale_by(torch.ones(3), s), compiled(torch.ones(3), s))

@@ -107,8 +107,15 @@ def test_int_that_is_specialized_recompiles_for_each_value_and_stays_correct():
     assert any("L['n'] == 4" in e.guards for e in graphlift.cache_entries(compiled))
 
 
-def test_float_arguments_stay_static():
+def test_a_float_argument_becomes_dynamic_on_the_second_compile():
     compiled, counter = compiled_with_counter(scale)
+    for factor in (1.5, 2.5, 3.5):
+        run(compiled, lambda x, n: x * n + n // 2, torch.randn(3), factor)
+    assert counter.frame_count == 2
+
+
+def test_float_arguments_stay_static_under_dynamic_false():
+    compiled, counter = compiled_with_counter(scale, dynamic=False)
     for factor in (1.5, 2.5, 3.5):
         run(compiled, lambda x, n: x * n + n // 2, torch.randn(3), factor)
     assert counter.frame_count == 3

@@ -1881,9 +1881,6 @@ def test_closures_of_one_code_resume_with_their_own_cells() -> None:
             assert_same(three(t(4)), compiled_three(t(4)))
 
 
-@pytest.mark.xfail(strict=True, reason="a float from .item() is baked into the resume function, "
-                   "which recompiles for every value until the recompile limit; torch.compile "
-                   "compiles 3 graphs for 12 values")
 def test_item_values_do_not_hit_the_recompile_limit(caplog) -> None:
     compiled = graphlift.compile(item_arith)
     with caplog.at_level(logging.WARNING, logger="graphlift"):

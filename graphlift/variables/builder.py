@@ -46,7 +46,7 @@ from graphlift.variables.containers import (
 from graphlift.variables.context import ContextMethodVariable, GradModeVariable
 from graphlift.variables.nn_module import NNModuleVariable, wrap_module
 from graphlift.variables.objects import PythonModuleVariable, UserObjectVariable
-from graphlift.variables.symbolic import wrap_int_input
+from graphlift.variables.symbolic import wrap_scalar_input
 from graphlift.variables.tensor import TensorMethodVariable, TensorVariable
 
 if TYPE_CHECKING:
@@ -118,9 +118,11 @@ def _wrap_tensor_method(builder: VariableBuilder, value: Any, source: Source) ->
     return TensorMethodVariable(tensor, value.__name__)
 
 
-def _wrap_int(builder: VariableBuilder, value: int, source: Source) -> VariableTracker:
-    """An int that changes between calls may become a symbol; else a lazily guarded constant."""
-    symbolic = wrap_int_input(builder.tx, value, source)
+def _wrap_number(builder: VariableBuilder, value: int | float,
+                 source: Source) -> VariableTracker:
+    """An int or float that changes between calls may become a symbol; else a lazily guarded
+    constant."""
+    symbolic = wrap_scalar_input(builder.tx, value, source)
     return symbolic if symbolic is not None else _wrap_lazy(builder, value, source)
 
 
@@ -280,10 +282,10 @@ WRAP_ROWS = (
     (lambda v: isinstance(v, torch.Tensor), _wrap_tensor),
     # Before the callable row, which would pin a method object that is new on every read.
     (_is_tensor_method, _wrap_tensor_method),
-    # Before the constant row, where it falls back to; exact type, so a bool stays a constant.
-    (lambda v: type(v) is int, _wrap_int),
+    # Before the constant row, where it falls back to; exact types, so a bool is no int symbol.
+    (lambda v: type(v) in (int, float), _wrap_number),
     # Before the constant row: guarded when first used, so a scalar never read costs no guard.
-    (lambda v: type(v) in (float, bool, str, type(None)), _wrap_lazy),
+    (lambda v: type(v) in (bool, str, type(None)), _wrap_lazy),
     # Before the sequence row, so a tuple of constants is one constant, not a tuple of items.
     (is_constant_value, _wrap_constant),
     # A namedtuple is a tuple that keeps its class; a list or tuple subclass is an object.

@@ -81,6 +81,7 @@ class SymNodeVariable(VariableTracker):
         self.node = node
         self.value = value
         self.output = output
+        self._as_tensor: VariableTracker | None = None  # a float's graph output (see below)
         node.meta["example_value"] = value
 
     def describe(self) -> str:
@@ -108,7 +109,21 @@ class SymNodeVariable(VariableTracker):
     def reconstruct(self, codegen: OutputCodegen) -> str:
         if self.source is not None:
             return codegen.source_expr(self.source)
+        if isinstance(self.value, torch.SymFloat):
+            return f"{codegen.graph_output(self._float_output())}.item()"
         return codegen.graph_output(self)
+
+    def _float_output(self) -> VariableTracker:
+        """A SymFloat leaves the graph as a 0-d float64 tensor, as in torch.compile: AOTAutograd
+        would specialize a SymFloat output to this call's value."""
+        if self._as_tensor is None:
+            node = self.output.create_node("call_function", torch.scalar_tensor, (self.node,),
+                                           {"dtype": torch.float64})
+            with self.output.fake_mode:
+                node.meta["example_value"] = torch.scalar_tensor(self.value, dtype=torch.float64)
+            self._as_tensor = VariableTracker()
+            self._as_tensor.node = node
+        return self._as_tensor
 
 
 class SizeVariable(TupleVariable):
@@ -190,18 +205,23 @@ def shape_variable(tx: InstructionTranslator, tensor: Any) -> VariableTracker:
     return SizeVariable([size_variable(tx, tensor, i) for i in range(len(shape))])
 
 
-# -- dynamic ints ------------------------------------------------------------------------------
-def wrap_int_input(tx: InstructionTranslator, value: int, source: Source) -> \
+# -- dynamic ints and floats -------------------------------------------------------------------
+def wrap_scalar_input(tx: InstructionTranslator, value: int | float, source: Source) -> \
         VariableTracker | None:
-    """A symbolic int for an int input that the shape policy makes dynamic, else None.
+    """A symbolic int or float for an input that the shape policy makes dynamic, else None.
 
-    The int becomes a graph input of its own (a placeholder fed from ``source``), guarded by its
-    type here and by whatever the trace assumes about it (see ``install_shape_guards``).
+    The value becomes a graph input of its own (a placeholder fed from ``source``; a float's is a
+    0-d tensor, read by an ``item()`` node), guarded by its type here and by whatever the trace
+    assumes about it (see ``install_shape_guards``).
     """
     output = tx.output
-    if not output.shape_policy.int_is_dynamic(source, value):
+    if not output.shape_policy.scalar_is_dynamic(source, value):
         return None
     tx.guards.type_match(source, value)
+    if type(value) is float:
+        graph_input, symbol = output.add_float_input(source, value)
+        node = output.create_node("call_method", "item", (graph_input.node,), {})
+        return SymNodeVariable(node, symbol, output, source)
     graph_input = output.add_symint_input(source, value)
     return SymNodeVariable(graph_input.node, graph_input.fake, output, source)
 
