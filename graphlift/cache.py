@@ -40,6 +40,7 @@ class CacheEntry:
     run: Callable[..., Any]
     run_source: str
     graph: torch.fx.GraphModule | None  # None when the frame runs eagerly or has no tensor ops
+    internal_error: str | None = None  # graphlift failed compiling: its traceback (runs eagerly)
 
     def __post_init__(self) -> None:
         self.check = self.compiled_guards.fn  # bound once: read on every call
@@ -69,6 +70,7 @@ class Stats:
     eager_frames: int = 0  # compiles that ended in running the frame eagerly
     graph_breaks: int = 0
     recompile_limit_hit: bool = False
+    internal_errors: int = 0  # compiles where graphlift itself failed (the frame ran eagerly)
     guard_seconds: float = 0.0  # guard evaluation on the miss path (hits are not timed)
     translate_seconds: float = 0.0
     backend_seconds: float = 0.0
@@ -86,6 +88,7 @@ class Stats:
             "calls": self.calls, "hits": self.hits, "misses": self.misses,
             "compiles": self.compiles, "graphs": self.graphs, "eager_frames": self.eager_frames,
             "graph_breaks": self.graph_breaks, "recompile_limit_hit": self.recompile_limit_hit,
+            "internal_errors": self.internal_errors,
             "seconds": {"guards": self.guard_seconds, "translate": self.translate_seconds,
                         "backend": self.backend_seconds},
         }

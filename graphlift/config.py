@@ -37,8 +37,9 @@ SETTINGS: dict[str, Setting] = {
     "error_on_recompile": Setting(
         False, "raise RecompileError on any recompile (tests, debugging)"
     ),
-    "suppress_errors": Setting(
-        False, "turn internal translation errors into eager fallback instead of raising"
+    "raise_internal_errors": Setting(
+        False, "raise graphlift's own errors instead of warning once and running the frame "
+        "eagerly (on in graphlift's tests)"
     ),
     "verbose": Setting(False, "include graphlift's own stack in logged errors"),
     "progress_seconds": Setting(

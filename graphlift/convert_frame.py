@@ -10,6 +10,7 @@ eagerly is always correct; the guards only decide when graphlift tries again).
 from __future__ import annotations
 
 import time
+import traceback
 import types
 import weakref
 from collections.abc import Callable
@@ -24,13 +25,19 @@ from graphlift.cache import CacheEntry, ExtraState
 from graphlift.codegen import BreakTail, FrameWrappers, OutputCodegen
 from graphlift.config import config
 from graphlift.dynamic_shapes import ShapePolicy, install_shape_guards
-from graphlift.exc import Unsupported
+from graphlift.exc import (
+    BackendCompilerFailed,
+    ConstraintViolationError,
+    GraphliftError,
+    InternalError,
+    Unsupported,
+)
 from graphlift.graph_break import GraphBreak, report
 from graphlift.guards import GuardBuilder
 from graphlift.output_graph import OutputGraph
 from graphlift.resume import CO_GENERATOR_LIKE, GradModeExit, resumable_break
 from graphlift.sources import FN_NAME, GLOBALS_NAME
-from graphlift.translator import InstructionTranslator, TranslationError
+from graphlift.translator import InstructionTranslator
 
 # Code flags of functions whose call returns a suspended frame, and what that frame is called.
 FRAME_OBJECT_KINDS = ((0x20, "generator"), (0x80, "coroutine"), (0x200, "async generator"))
@@ -108,6 +115,24 @@ def convert_frame(fn: types.FunctionType, state: ExtraState, args: tuple,
     signature = FrameSignature.of(fn.__code__)
     compile_id = state.next_compile_id()
     state.stats.compiles += 1
+    saved = GlobalState.capture()
+    try:
+        return _convert(fn, state, args, options, wrappers, signature, compile_id)
+    except (*USER_FACING_ERRORS, RecursionError):  # the caller runs a too-deep frame eagerly
+        raise
+    except Exception as error:  # a bug of graphlift's: see _internal_error
+        if not (options.fullgraph or config.raise_internal_errors):
+            return _internal_error(fn, state, signature, compile_id, options, error)
+        if isinstance(error, GraphliftError):
+            raise
+        raise InternalError(f"graphlift failed internally while compiling {fn.__qualname__} "
+                            f"({state.location}): {type(error).__name__}: {error}") from error
+    finally:
+        saved.restore()  # tracing and backends must leave global state as they found it
+
+
+def _convert(fn: types.FunctionType, state: ExtraState, args: tuple, options: CompileOptions,
+             wrappers: FrameWrappers, signature: FrameSignature, compile_id: str) -> CacheEntry:
     if logs.enabled("bytecode"):
         logs.emit("bytecode", f"ORIGINAL BYTECODE {fn.__qualname__} {state.location}\n"
                   f"{bytecode.dump(fn.__code__)}")
@@ -128,12 +153,52 @@ def convert_frame(fn: types.FunctionType, state: ExtraState, args: tuple,
         outcome = f"the whole frame runs eagerly ({reason})"
         return _eager_entry(fn, state, signature, attempt.guards, compile_id, options, error,
                             outcome)
-    except TranslationError as error:
-        if options.fullgraph or not config.suppress_errors:
-            raise
-        unsupported = Unsupported(f"graphlift failed internally (suppress_errors=True): {error}")
-        return _eager_entry(fn, state, signature, attempt.guards, compile_id, options,
-                            unsupported, "the whole frame runs eagerly")
+
+
+# graphlift's errors that are the user's to act on: they reach the user. Anything else raised
+# while compiling is a bug of graphlift's, and the frame runs eagerly instead (_internal_error).
+USER_FACING_ERRORS = (
+    Unsupported,  # only under fullgraph=True, which asks for a graph or an error
+    BackendCompilerFailed,  # the backend the user chose failed, as torch.compile reports it
+    ConstraintViolationError,  # a mark_dynamic the code does not keep
+)
+
+
+@dataclass(frozen=True)
+class GlobalState:
+    """The global switches a compile could leave changed: grad mode, the default dtype, and
+    autocast (on or off, and its dtype) per device type."""
+
+    grad: bool
+    default_dtype: torch.dtype
+    autocast: tuple[tuple[str, bool, torch.dtype], ...]
+
+    DEVICES = ("cpu", "cuda")
+
+    @classmethod
+    def capture(cls) -> GlobalState:
+        return cls(torch.is_grad_enabled(), torch.get_default_dtype(),
+                   tuple((d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d))
+                         for d in cls.DEVICES))
+
+    def restore(self) -> None:
+        torch._C._set_grad_enabled(self.grad)
+        torch.set_default_dtype(self.default_dtype)
+        for device, enabled, dtype in self.autocast:
+            torch.set_autocast_enabled(device, enabled)
+            torch.set_autocast_dtype(device, dtype)
+
+
+def _internal_error(fn: types.FunctionType, state: ExtraState, signature: FrameSignature,
+                    compile_id: str, options: CompileOptions, error: Exception) -> CacheEntry:
+    """graphlift failed while compiling: the frame runs eagerly from now on (an entry without
+    guards, for these options), which is always correct. The entry keeps the traceback, which
+    the interception layer reports (a warning, the recording); ``stats`` counts it."""
+    state.stats.internal_errors += 1
+    state.stats.eager_frames += 1
+    run, run_source = eager_run(fn.__code__, signature)
+    return CacheEntry(compile_id, options, GuardBuilder().compile(signature.params), run,
+                      run_source, None, internal_error="".join(traceback.format_exception(error)))
 
 
 class _Attempt:
@@ -206,6 +271,12 @@ class _Attempt:
         run, run_source = codegen.build(signature.params, body, graph_callable,
                                         [graph_input.source for graph_input in output.inputs],
                                         self._on_graph_error(output, codegen, early_writes))
+        # At the user's line of the break (or of the return): a traceback through the entry
+        # shows that line where eager shows it, and a recursion's repeated lines fold.
+        last = tracer.break_state.inst if tracer.break_state is not None else tracer.inst
+        code = fn.__code__
+        run.__code__ = bytecode.at_line(run.__code__, code.co_filename, code.co_name,
+                                        (last.lineno if last else None) or code.co_firstlineno)
         _log_guards(fn, self.compile_id, compiled_guards.source, compiled_guards.texts())
         return CacheEntry(self.compile_id, self.options, compiled_guards, run, run_source,
                           graph_module)
@@ -285,6 +356,9 @@ def _eager_entry(fn: types.FunctionType, state: ExtraState, signature: FrameSign
     return CacheEntry(compile_id, options, compiled_guards, run, run_source, None)
 
 
+EAGER_RUN_FILE = "<graphlift eager run>"
+
+
 def eager_run(code: types.CodeType, signature: FrameSignature) -> tuple[Callable, str]:
     """``def __gl_run(__gl_fn, __gl_G, a, args, k, kw): return __gl_fn(a, *args, k=k, **kw)``."""
     names = signature.arg_names
@@ -300,7 +374,7 @@ def eager_run(code: types.CodeType, signature: FrameSignature) -> tuple[Callable
     source = (f"def __gl_run({', '.join(signature.params)}):\n"
               f"    return {FN_NAME}({', '.join(call)})\n")
     namespace: dict[str, Any] = {}
-    exec(compile(source, "<graphlift eager run>", "exec"), namespace)  # noqa: S102
+    exec(compile(source, EAGER_RUN_FILE, "exec"), namespace)  # noqa: S102
     return namespace["__gl_run"], source
 
 

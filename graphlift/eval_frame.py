@@ -6,12 +6,20 @@ arguments, in C). The wrapper checks the head of the code object's cache chain a
 function; anything else goes to :func:`_on_miss`::
 
     def f(x, n=2):                                   # same signature as the user's f
-        __gl_e = __gl_state.head
-        if __gl_e is not None and __gl_e.options is __gl_opts and not __gl_off[0] \
-                and __gl_e.check(__gl_fn, __gl_G, x, n):
-            __gl_state.stats.hits += 1
-            return __gl_e.run(__gl_fn, __gl_G, x, n)
-        return __gl_miss((__gl_fn, __gl_G, x, n))
+        try:
+            __gl_e = __gl_state.head
+            if __gl_e is not None and __gl_e.options is __gl_opts and not __gl_off[0]:
+                try:
+                    __gl_hit = __gl_e.check(__gl_fn, __gl_G, x, n)
+                except Exception:                    # a guard that cannot run has failed
+                    __gl_hit = False
+                if __gl_hit:
+                    __gl_state.stats.hits += 1
+                    return __gl_e.run(__gl_fn, __gl_G, x, n)
+            return __gl_miss((__gl_fn, __gl_G, x, n))
+        except BaseException as __gl_x:              # costs nothing until something raises
+            __gl_trim(__gl_x)                        # graphlift's frames out of the traceback
+            raise
 
 Every name the wrapper adds starts with ``__gl_`` so that it cannot shadow a parameter.
 ``__gl_G`` is ``fn.__globals__``: guards and run functions get the globals from the call.
@@ -41,6 +49,7 @@ from graphlift.cache import CacheEntry, ExtraState
 from graphlift.codegen import FrameWrappers
 from graphlift.config import config
 from graphlift.convert_frame import (
+    EAGER_RUN_FILE,
     CompileOptions,
     FrameSignature,
     compile_options,
@@ -252,18 +261,27 @@ def make_wrapper(fn: types.FunctionType, options: CompileOptions) -> Callable:
         GLOBALS_NAME: fn.__globals__,
         "__gl_miss": functools.partial(_on_miss, fn, state, options,
                                        eager_run(fn.__code__, signature)[0]),
+        "__gl_trim": trim_traceback,
     }
     params = ", ".join(signature.params)
     source = (
         f"def {_safe_name(fn)}({_parameter_list(fn, namespace)}):\n"
-        f"    __gl_e = __gl_state.head\n"
-        f"    if __gl_e is not None and __gl_e.options is __gl_opts and not __gl_off[0] \\\n"
-        f"            and __gl_e.check({params}):\n"
-        f"        __gl_state.stats.hits += 1\n"
-        f"        return __gl_e.run({params})\n"
-        f"    return __gl_miss(({params},))\n"
+        f"    try:\n"
+        f"        __gl_e = __gl_state.head\n"
+        f"        if __gl_e is not None and __gl_e.options is __gl_opts and not __gl_off[0]:\n"
+        f"            try:\n"
+        f"                __gl_hit = __gl_e.check({params})\n"
+        f"            except Exception:\n"
+        f"                __gl_hit = False\n"
+        f"            if __gl_hit:\n"
+        f"                __gl_state.stats.hits += 1\n"
+        f"                return __gl_e.run({params})\n"
+        f"        return __gl_miss(({params},))\n"
+        f"    except BaseException as __gl_x:\n"
+        f"        __gl_trim(__gl_x)\n"
+        f"        raise\n"
     )
-    code = builtins.compile(source, f"<graphlift wrapper of {fn.__qualname__}>", "exec")
+    code = builtins.compile(source, f"{WRAPPER_FILE_PREFIX}{fn.__qualname__}>", "exec")
     exec(code, namespace)  # noqa: S102
     wrapper = functools.wraps(fn)(namespace[_safe_name(fn)])
     for attr in (NESTED_ATTR, RESUME_ATTR):
@@ -278,6 +296,37 @@ def make_wrapper(fn: types.FunctionType, options: CompileOptions) -> Callable:
 # passed down to code generation, which sits below this layer.
 WRAPPERS = FrameWrappers(function=compiled_wrapper, module_call=compiled_module_call,
                          code=make_wrapper)
+
+
+WRAPPER_FILE_PREFIX = "<graphlift wrapper of "
+# Frames of graphlift's interception, dropped from the tracebacks of errors that pass through a
+# wrapper: the miss path here, and the generated eager run. (Run functions stay: they carry the
+# user's file and line, see convert_frame.)
+_PLUMBING_FILES = frozenset({__file__, EAGER_RUN_FILE})
+
+
+def trim_traceback(error: BaseException) -> None:
+    """Drop graphlift's interception frames from ``error``'s traceback below this wrapper's.
+
+    Called by each wrapper an error leaves, innermost first, so each one walks only down to
+    the wrapper below it, which has trimmed the rest: a compiled recursion's traceback reads
+    like eager's, the user's line repeated (and folded by Python). ``config.verbose`` keeps
+    every frame. The error itself is not changed.
+    """
+    keep = error.__traceback__  # this wrapper's own frame: it stays, the caller sees it
+    if keep is None or config.verbose:
+        return
+    tb = keep.tb_next
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if filename.startswith(WRAPPER_FILE_PREFIX):
+            keep.tb_next = tb.tb_next  # the wrapper below trimmed everything under it
+            return
+        if filename in _PLUMBING_FILES:
+            keep.tb_next = tb.tb_next
+        else:
+            keep = tb
+        tb = tb.tb_next
 
 
 def _safe_name(fn: types.FunctionType) -> str:
@@ -373,12 +422,35 @@ def _compile_entry(fn: types.FunctionType, state: ExtraState, options: CompileOp
         with progress.compiling(f"{fn.__qualname__} ({state.location})") as timing:
             entry = convert_frame(fn, state, args, options, WRAPPERS)
     except Exception as error:
+        if isinstance(error, RecursionError) and not options.fullgraph:
+            # Compiling takes more stack than the call had left (a deep recursion of the
+            # user's): this call runs eagerly, as it would without graphlift; a later one
+            # compiles.
+            return None
         events.on_compile_failed(fn, state, error, reasons, timing)
         raise
     events.on_compile(fn, state, entry, reasons, timing)
+    if entry.internal_error is not None:
+        _report_internal_error(fn, state, entry)
     state.push_front(entry)
     _forget_with_modules(state, entry)
     return entry
+
+
+REPORT_HINT = ("This is a bug in graphlift, not in your code: please report it with the "
+               "traceback above and the function it names. Set "
+               "graphlift.config.raise_internal_errors = True to raise it instead.")
+
+
+def _report_internal_error(fn: types.FunctionType, state: ExtraState,
+                           entry: CacheEntry) -> None:
+    """graphlift failed compiling ``fn``, which runs eagerly: record it, warn once per code
+    object (the traceback, and how to report it)."""
+    events.on_internal_error(fn, state, entry.compile_id, entry.internal_error)
+    if state.stats.internal_errors == 1:
+        logs.warn(f"graphlift failed internally while compiling {fn.__qualname__!r} "
+                  f"({state.location}); it runs eagerly instead.\n"
+                  f"{entry.internal_error}{REPORT_HINT}")
 
 
 def _forget_with_modules(state: ExtraState, entry: CacheEntry) -> None:

@@ -19,6 +19,8 @@ file holds, with seconds counted from the moment recording started::
                                ...}]}],
      "limits": [{"function": "scale", "location": "s.py:10", "which": "recompile_limit",
                  "limit": 8, "time": 0.6, "reasons": [...]}],
+     "internal_errors": [{"compile_id": "3/0", "function": "f", "location": "s.py:20",
+                          "time": 0.7, "error": "KeyError: 'x'", "traceback": "..."}],
      "functions": [{"function": "scale", "location": "s.py:10", "stats": {...}}]}
 
 ``reasons`` are the recompile reasons as logged under ``recompiles``: the first failing guard of
@@ -80,6 +82,7 @@ class Recorder:
         self.start = time.perf_counter()
         self.compiles: list[dict[str, Any]] = []
         self.limits: list[dict[str, Any]] = []
+        self.internal_errors: list[dict[str, Any]] = []
         self.functions: dict[ExtraState, _Function] = {}
 
     def now(self) -> float:
@@ -113,9 +116,17 @@ class Recorder:
         self.limits.append({"function": qualname, "location": state.location, "which": which,
                             "limit": limit, "time": self.now(), "reasons": list(reasons)})
 
+    def internal_error(self, qualname: str, state: ExtraState, compile_id: str,
+                       details: str) -> None:
+        self.internal_errors.append({
+            "compile_id": compile_id, "function": qualname, "location": state.location,
+            "time": self.now(), "error": details.rstrip().splitlines()[-1],
+            "traceback": details})
+
     def as_dict(self) -> dict[str, Any]:
         return {"version": VERSION, "argv": list(sys.argv), "seconds": self.now(),
                 "compiles": self.compiles, "limits": self.limits,
+                "internal_errors": self.internal_errors,
                 "functions": [{"function": function.qualname, "location": state.location,
                                "stats": function.stats(state).as_dict()}
                               for state, function in self.functions.items()]}
@@ -200,3 +211,9 @@ def _trace(log: Any, *args: Any) -> None:
         structured_trace.disable()
         logs.warn(f"{structured_trace.ENV_VAR}: writing the structured trace failed "
                   f"({type(error).__name__}: {error}); tracing is off from now on")
+
+
+def on_internal_error(fn: Any, state: ExtraState, compile_id: str, details: str) -> None:
+    """graphlift failed while compiling ``fn`` (``details``: the traceback); it runs eagerly."""
+    if _recorder is not None:
+        _recorder.internal_error(fn.__qualname__, state, compile_id, details)

@@ -61,6 +61,11 @@ class Unsupported(GraphliftError):
         return lines
 
 
+class InternalError(GraphliftError):
+    """graphlift failed while compiling, under ``config.raise_internal_errors`` (or fullgraph);
+    the original error is chained as __cause__. Without the setting the frame runs eagerly."""
+
+
 class BackendCompilerFailed(GraphliftError):
     """The backend raised while compiling a graph; the original error is chained as __cause__."""
 

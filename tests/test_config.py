@@ -96,7 +96,7 @@ def test_unknown_name_in_patch_changes_nothing():
     assert config.recompile_limit == 8
 
 
-def test_suppress_errors_turns_an_internal_error_into_eager(monkeypatch):
+def test_raise_internal_errors_raises_graphlifts_own_errors(monkeypatch):
     def broken(self, inst):
         raise RuntimeError("translator bug")
 
@@ -106,13 +106,14 @@ def test_suppress_errors_turns_an_internal_error_into_eager(monkeypatch):
         return x + 1
 
     x = torch.randn(3)
+    assert config.raise_internal_errors  # tests/conftest.py turns it on for graphlift's tests
     with pytest.raises(TranslationError, match="translator bug"):
         graphlift.compile(add)(x)
     graphlift.reset()
-    with config.patch(suppress_errors=True):
+    with config.patch(raise_internal_errors=False):  # the default: the frame runs eagerly
         compiled = graphlift.compile(add)
         torch.testing.assert_close(compiled(x), add(x))
         with pytest.raises(TranslationError):  # fullgraph never hides an error
             graphlift.compile(add, fullgraph=True)(x)
     stats = graphlift.stats(add)
-    assert (stats.eager_frames, stats.graphs) == (1, 0)
+    assert (stats.eager_frames, stats.graphs, stats.internal_errors) == (1, 0, 1)

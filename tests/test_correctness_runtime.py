@@ -7,6 +7,7 @@ the same test with ``torch._dynamo.testing.CompileCounter``.
 """
 
 import threading
+import traceback
 
 import pytest
 import torch
@@ -272,3 +273,167 @@ def test_item22_nan_and_inf_stay_constants(value):
     compiled = graphlift.compile(scale_by)
     for s in (0.5, value, 1.5, value):
         assert_same(scale_by(torch.ones(3), s), compiled(torch.ones(3), s))
+
+
+# -- item 21: a compiled recursion's traceback reads like eager's ------------------------------
+def recurse(x, n):
+    return recurse(x + 1, n + 1)
+
+
+def traceback_of(call):
+    with pytest.raises(RecursionError) as info:
+        call()
+    return "".join(traceback.format_exception(info.value))
+
+
+def test_item21_unbounded_recursion_shows_the_users_line_like_eager():
+    eager = traceback_of(lambda: recurse(torch.ones(1), 0))
+    compiled_fn = graphlift.compile(recurse)
+    compiled = traceback_of(lambda: compiled_fn(torch.ones(1), 0))
+    user_line = "    return recurse(x + 1, n + 1)\n"
+    assert user_line in eager and user_line in compiled
+    assert "[Previous line repeated" in compiled  # folded, as eager's is
+    assert len(compiled.splitlines()) < 30, compiled
+    assert "eval_frame.py" not in compiled and "graphlift run" not in compiled
+
+
+def fails_after_a_break(x):
+    y = x + 1
+    print("before")
+    return y.view(7)  # a shape error of the user's, raised by torch
+
+
+def test_item21_a_users_error_after_a_break_keeps_its_type_message_and_line(capsys):
+    with pytest.raises(RuntimeError) as eager:
+        fails_after_a_break(torch.ones(3))
+    with pytest.raises(RuntimeError) as compiled:
+        graphlift.compile(fails_after_a_break)(torch.ones(3))
+    assert str(compiled.value) == str(eager.value)
+    text = "".join(traceback.format_exception(compiled.value))
+    assert "return y.view(7)" in text and "eval_frame.py" not in text
+
+
+def test_item21_verbose_keeps_graphlifts_frames():
+    compiled_fn = graphlift.compile(recurse)
+    with graphlift.config.patch(verbose=True), pytest.raises(RecursionError) as info:
+        compiled_fn(torch.ones(1), 0)
+    assert "eval_frame.py" in "".join(traceback.format_exception(info.value))
+
+
+# -- the policy for graphlift's own errors -----------------------------------------------------
+def add_one(x):
+    return x + 1
+
+
+def add_under_no_grad(x):
+    with torch.no_grad():
+        y = x * 2
+    return y + 1  # BINARY_OP: where the planted bug fires, grad mode off while tracing
+
+
+@pytest.fixture
+def broken_binary_op(monkeypatch):
+    """A planted graphlift bug: every BINARY_OP fails, after switching global state."""
+
+    def broken(self, inst):
+        torch.set_default_dtype(torch.float64)
+        torch.set_autocast_enabled("cpu", True)
+        torch._C._set_grad_enabled(False)
+        raise KeyError("planted translator bug")
+
+    monkeypatch.setattr(graphlift.translator.InstructionTranslator, "BINARY_OP", broken)
+
+
+def global_state():
+    return (torch.is_grad_enabled(), torch.get_default_dtype(), torch.is_autocast_enabled("cpu"))
+
+
+@pytest.mark.usefixtures("broken_binary_op")
+@pytest.mark.parametrize("fn", [add_one, add_under_no_grad])
+def test_policy_an_internal_error_runs_the_frame_eagerly_with_one_warning(fn, caplog,
+                                                                          tmp_path,
+                                                                          monkeypatch):
+    recorder = graphlift.events.Recorder(str(tmp_path / "run.json"))
+    monkeypatch.setattr(graphlift.events, "_recorder", recorder)
+    before = global_state()
+    compiled = graphlift.compile(fn)
+    with graphlift.config.patch(raise_internal_errors=False):
+        for _ in range(3):
+            x = torch.ones(2, requires_grad=True)
+            assert_same(fn(x), compiled(x))
+            assert global_state() == before
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1, warnings
+    assert "graphlift failed internally while compiling" in warnings[0]
+    assert "KeyError: 'planted translator bug'" in warnings[0]  # with its traceback
+    assert "please report it" in warnings[0]
+    stats = graphlift.stats(fn)
+    assert (stats.internal_errors, stats.compiles, stats.graphs, stats.hits) == (1, 1, 0, 2)
+    (record,) = recorder.as_dict()["internal_errors"]
+    assert record["function"] == fn.__qualname__ and "planted" in record["error"]
+
+
+@pytest.mark.usefixtures("broken_binary_op")
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_policy_raise_internal_errors_raises_and_restores_global_state(fullgraph):
+    before = global_state()
+    with graphlift.config.patch(raise_internal_errors=not fullgraph), \
+            pytest.raises(graphlift.translator.TranslationError, match="planted"):
+        graphlift.compile(add_one, fullgraph=fullgraph)(torch.ones(2))  # fullgraph: always
+    assert global_state() == before
+
+
+class Config:
+    scale = 2.0
+
+
+CONFIG = Config()
+
+
+def scale_by_config(x):
+    return x * CONFIG.scale
+
+
+def test_policy_a_guard_that_raises_on_the_hit_path_is_a_miss():
+    compiled = graphlift.compile(scale_by_config)
+    assert_same(scale_by_config(torch.ones(2)), compiled(torch.ones(2)))
+    (entry,) = graphlift.cache_entries(scale_by_config)
+
+    def broken_check(*args):
+        raise AttributeError("a guard that cannot run")
+
+    entry.check = broken_check
+    assert_same(scale_by_config(torch.ones(2)), compiled(torch.ones(2)))
+    assert graphlift.stats(scale_by_config).compiles == 2
+
+
+def raises_value_error(x):
+    y = x.sum()
+    if y.item() > 0:  # a graph break, then the user's own exception, raised eagerly
+        raise ValueError(f"positive: {y.item()}")
+    return y
+
+
+def test_policy_user_exceptions_propagate_unchanged():
+    compiled = graphlift.compile(raises_value_error)
+    for _ in range(2):
+        with pytest.raises(ValueError) as eager:
+            raises_value_error(torch.ones(2))
+        with pytest.raises(ValueError) as got:
+            compiled(torch.ones(2))
+        assert got.value.args == eager.value.args
+    assert graphlift.stats(raises_value_error).internal_errors == 0
+
+
+def test_policy_an_internal_error_outside_the_translator_raises_as_internal_error(monkeypatch):
+    def broken_build(*args, **kwargs):
+        raise IndexError("planted codegen bug")
+
+    monkeypatch.setattr(graphlift.codegen.OutputCodegen, "build", broken_build)
+    with pytest.raises(graphlift.InternalError, match="IndexError: planted codegen bug") as info:
+        graphlift.compile(add_one)(torch.ones(2))
+    assert isinstance(info.value.__cause__, IndexError)
+    graphlift.reset()
+    with graphlift.config.patch(raise_internal_errors=False):
+        assert_same(add_one(torch.ones(2)), graphlift.compile(add_one)(torch.ones(2)))
+    assert graphlift.stats(add_one).internal_errors == 1

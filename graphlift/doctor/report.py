@@ -251,6 +251,7 @@ def build_report(recording: dict[str, Any] | None, *, script: str, args: list[st
                                            (("graph_breaks", breaks),
                                             ("recompiles", recompiling)) if found]),
         "compiles": compiles, "limits": limits,
+        "internal_errors": recording.get("internal_errors", []),  # graphlift's own failures
     }
     report["verdict"] = verdict(report)
     return report
