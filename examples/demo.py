@@ -1,4 +1,5 @@
-"""A tour of graphlift (``make demo``): compile, graph, guards, dynamic ints, limits, stats, doctor.
+"""A tour of graphlift (``make demo``): compile, graph, guards, dynamic ints and floats, limits,
+stats, doctor.
 
 Each section prints a header, then what graphlift did. Log messages (recompile reasons, the
 recompile-limit warning) come from the ``graphlift`` logger on stderr, prefixed ``[graphlift]``.
@@ -35,6 +36,12 @@ def claim(text: str, holds: bool) -> None:
 
 def f(x, n):
     return torch.sin(x) * n + x.shape[0]
+
+
+def repeat(x, n):
+    for _ in range(n):
+        x = x + 1
+    return x
 
 
 def same_as_eager(result: torch.Tensor, x: torch.Tensor, n: float) -> str:
@@ -101,26 +108,40 @@ def main() -> None:
           f"0/1 serves any int (0, 1 and 2 included: the front entry is tried first)",
           stats.hits == hits + len(ints) and stats.compiles == compiles and front() == "0/1")
 
-    section("6. floats are specialized: the recompile limit")
-    limit = graphlift.config.recompile_limit
-    print(f"config.recompile_limit = {limit}. A Python float is baked into the graph by value "
-          f"(as in torch.compile), so each new float is a new entry. Recompile logs are turned "
-          f"off for this loop; the limit warning is always logged.")
-    graphlift.set_logs(recompiles=False)
-    for n in (0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5):
+    section("6. floats become dynamic; range(n) hits the recompile limit")
+    compiles, hits = stats.compiles, stats.hits
+    floats = (0.5, 1.5, 2.5, 3.5)
+    for n in floats:
         result = compiled(x, n)
-        print(f"  n={n}: result {same_as_eager(result, x, n)}, compiles {stats.compiles}, "
-              f"entries {len(graphlift.cache_entries(f))}, run-only {stats.recompile_limit_hit}")
-    claim(f"the entries reached the limit ({limit}); from then on a miss runs f eagerly",
-          len(graphlift.cache_entries(f)) == limit and stats.recompile_limit_hit)
-    compiles, hits, misses = stats.compiles, stats.hits, stats.misses
-    same_as_eager(compiled(x, 3), x, 3)
-    claim(f"an int still hits its entry: hits {hits} -> {stats.hits}",
-          stats.hits == hits + 1 and stats.compiles == compiles)
-    same_as_eager(compiled(x, 99.5), x, 99.5)
-    claim(f"a new float misses and runs eagerly: misses {misses} -> {stats.misses}, "
+        print(f"  compiled(x, {n}) -> {same_as_eager(result, x, n)}, ran entry {front()}")
+    floating = graphlift.cache_entries(f)[0]
+    claim(f"{len(floats)} floats, 1 compile: entry {floating.compile_id} takes n as a graph "
+          f"input (a 0-d float64 tensor read with item(), as in torch.compile)",
+          stats.compiles == compiles + 1 and stats.hits == hits + len(floats) - 1
+          and "type(L['n']) is float" in floating.guards)
+    limit = graphlift.config.recompile_limit
+    print(f"\ndef repeat(x, n):\n    for _ in range(n):\n        x = x + 1\n    return x\n\n"
+          f"config.recompile_limit = {limit}. range(n) needs n's value, so each n is an entry "
+          f"of its own. Recompile logs are turned off for this loop; the limit warning is "
+          f"always logged.")
+    graphlift.set_logs(recompiles=False)
+    looped = graphlift.compile(repeat)
+    counts = graphlift.stats(repeat)
+    for n in range(1, limit + 3):
+        assert torch.equal(looped(x, n), repeat(x, n)), f"compiled repeat(x, {n}) differs"
+        print(f"  n={n}: result ok, compiles {counts.compiles}, "
+              f"entries {len(graphlift.cache_entries(repeat))}, "
+              f"run-only {counts.recompile_limit_hit}")
+    claim(f"the entries reached the limit ({limit}); from then on a miss runs repeat eagerly",
+          len(graphlift.cache_entries(repeat)) == limit and counts.recompile_limit_hit)
+    compiles, hits, misses = counts.compiles, counts.hits, counts.misses
+    looped(x, 3)
+    claim(f"a value seen before still hits its entry: hits {hits} -> {counts.hits}",
+          counts.hits == hits + 1 and counts.compiles == compiles)
+    looped(x, 99)
+    claim(f"a new value misses and runs eagerly: misses {misses} -> {counts.misses}, "
           f"compiles stay {compiles}",
-          stats.misses == misses + 1 and stats.compiles == compiles)
+          counts.misses == misses + 1 and counts.compiles == compiles)
 
     section("7. graphlift.stats(f)")
     counters = stats.as_dict()

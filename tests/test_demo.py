@@ -51,9 +51,11 @@ CLAIMS = {
         "its guards check that n is an int, not which int."],
     5: ["5 calls, 5 hits, compiles stay 2: entry 0/1 serves any int (0, 1 and 2 included: the "
         "front entry is tried first)"],
-    6: ["the entries reached the limit (8); from then on a miss runs f eagerly",
-        "an int still hits its entry: hits 5 -> 6",
-        "a new float misses and runs eagerly: misses 10 -> 11, compiles stay 8"],
+    6: ["4 floats, 1 compile: entry 0/2 takes n as a graph input (a 0-d float64 tensor read "
+        "with item(), as in torch.compile)",
+        "the entries reached the limit (8); from then on a miss runs repeat eagerly",
+        "a value seen before still hits its entry: hits 0 -> 1",
+        "a new value misses and runs eagerly: misses 10 -> 11, compiles stay 8"],
 }
 
 
@@ -74,15 +76,16 @@ def test_the_graphs_are_the_ones_the_claims_describe(demo):
 def test_the_counters_add_up_to_the_calls_the_demo_makes(demo):
     printed = dict(line.split(None, 1) for line in section(demo, 7).splitlines()
                    if line.strip() and not line.strip().startswith("seconds"))
-    # 1 + 1 calls compile (n = 2, then 3); 5 ints hit entry 0/1; 8 floats: 6 compile, 2 run
-    # eagerly past the limit; then one int hits and one float runs eagerly.
-    expected = {"calls": "17", "hits": "6", "misses": "11", "compiles": "8", "graphs": "8",
-                "eager_frames": "0", "graph_breaks": "0", "recompile_limit_hit": "True"}
+    # 1 + 1 calls compile (n = 2, then 3); 5 ints hit entry 0/1; 4 floats: the first compiles
+    # entry 0/2 (n dynamic at once: it has changed before), 3 hit it. repeat's limit is its own.
+    expected = {"calls": "11", "hits": "8", "misses": "3", "compiles": "3", "graphs": "3",
+                "eager_frames": "0", "graph_breaks": "0", "recompile_limit_hit": "False",
+                "internal_errors": "0"}
     assert {name: printed[name].strip() for name in expected} == expected
-    for n in (0.5, 5.5):
-        assert f"  n={n}: result ok, compiles {int(n + 3)}, entries {int(n + 3)}, " \
-               f"run-only False" in section(demo, 6)
-    assert "  n=7.5: result ok, compiles 8, entries 8, run-only True" in section(demo, 6)
+    for n in (1, 6):
+        assert f"  n={n}: result ok, compiles {n}, entries {n}, run-only False" \
+            in section(demo, 6)
+    assert "  n=9: result ok, compiles 8, entries 8, run-only True" in section(demo, 6)
 
 
 def test_the_logs_name_the_failing_guard_and_the_limit(demo):
@@ -91,9 +94,10 @@ def test_the_logs_name_the_failing_guard_and_the_limit(demo):
     assert f"[graphlift] Recompiling function f in {DEMO}:{line}" in err.splitlines()
     assert "    - 0/0: L['n'] == 2 (now 3)" in err.splitlines()
     assert "    - L['n']: now 3, before 2" in err.splitlines()  # automatic dynamic took n
+    assert "    - 0/1: type(L['n']) is int (now <class 'float'>)" in err.splitlines()
     assert "[graphlift] graphlift hit config.recompile_limit (8)" in err.splitlines()
-    assert "   last reason: 0/7: L['n'] == 5.5 (now 6.5)" in err.splitlines()
-    assert err.count("Recompiling function f") == 1  # the float loop runs with the log off
+    assert "   last reason: 1/7: L['n'] == 8 (now 9)" in err.splitlines()
+    assert err.count("Recompiling function") == 2  # repeat's loop runs with the log off
 
 
 def test_the_doctor_section_reports_the_break_and_the_storm(demo):

@@ -107,13 +107,15 @@ ADVICE: dict[Cause, Advice] = {
 }
 
 
-# The fix for a scalar compared by value depends on what kind of value it is: only an int can
-# become dynamic; a float is specialized by value always (as in torch.compile).
+# The fix for a scalar compared by value depends on what kind of value it is: an int or a float
+# can become dynamic (a float not under aot_eager or inductor, which specialize it); a bool or a
+# str is specialized by value always (as in torch.compile).
 SCALAR_FIXES: dict[str, str] = {
     "int": "compute with a tensor, or keep it to a few values: automatic dynamic makes a varying "
            "int a symbol, except where the code needs its value (see the note)",
-    "float": "pass it as a tensor (torch.tensor(value)): a Python float is baked into the graph "
-             "by value, always, so each new value is a new graph",
+    "float": "pass it as a tensor (torch.tensor(value)), or keep it out of Python branches and "
+             "conversions: automatic dynamic makes a varying float a graph input, except where "
+             "the code needs its value or under aot_eager and inductor",
     "bool": "pass it as a tensor and use torch.where, or branch outside the compiled function",
     "str": "keep it to a few values (each one is a graph of its own), or choose outside the "
            "compiled function and pass a tensor",

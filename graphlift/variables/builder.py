@@ -21,7 +21,14 @@ from graphlift.config import config
 from graphlift.exc import Unsupported
 from graphlift.polyfills import POLYFILLS
 from graphlift.resume import GradModeExit
-from graphlift.sources import AttrSource, ItemSource, Source, ViewDictSource, is_pinned
+from graphlift.sources import (
+    AttrSource,
+    ItemSource,
+    Source,
+    SourceKind,
+    ViewDictSource,
+    is_pinned,
+)
 from graphlift.variables.base import VariableTracker
 from graphlift.variables.callables import (
     StandInObjectVariable,
@@ -128,8 +135,18 @@ def _wrap_number(builder: VariableBuilder, value: int | float,
 
 def _wrap_lazy(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:
     """A scalar guarded on its value when first read: one that the frame passes on or
-    overwrites unread (``D["a"] = n``, a start time carried across a break) never recompiles."""
+    overwrites unread (``D["a"] = n``, a start time carried across a break) never recompiles.
+
+    Only where something else proves that the value is there: an argument, or an item of a list
+    or dict (their length and keys are guarded). An attribute or a global is guarded at once,
+    since its value guard is also what proves it exists (``hasattr(o, "flag")`` reads no value).
+    """
+    if source.kind not in LAZY_SOURCE_KINDS:
+        return _wrap_constant(builder, value, source)
     return LazyConstantVariable(value, source, builder.tx.guards)
+
+
+LAZY_SOURCE_KINDS = frozenset({SourceKind.LOCAL, SourceKind.ITEM})
 
 
 def _wrap_constant(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:
