@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import os
 import threading
 import time
 import types
@@ -50,13 +51,19 @@ from graphlift.codegen import FrameWrappers
 from graphlift.config import config
 from graphlift.convert_frame import (
     EAGER_RUN_FILE,
+    USER_FACING_ERRORS,
     CompileOptions,
     FrameSignature,
     compile_options,
     convert_frame,
     eager_run,
 )
-from graphlift.exc import RecompileError, RecompileLimitExceeded
+from graphlift.exc import (
+    GraphliftError,
+    InternalError,
+    RecompileError,
+    RecompileLimitExceeded,
+)
 from graphlift.resume import RESUME_ATTR
 from graphlift.sources import FN_NAME, GLOBALS_NAME, LocalSource
 
@@ -168,9 +175,13 @@ class OptimizedModule(torch.nn.Module):
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         module = self._graphlift_module
-        if self._graphlift_forward is None or _has_hooks(module):
-            return self._graphlift_hooked(module, *args, **kwargs)
-        return self._graphlift_forward(module, *args, **kwargs)
+        try:
+            if self._graphlift_forward is None or _has_hooks(module):
+                return self._graphlift_hooked(module, *args, **kwargs)
+            return self._graphlift_forward(module, *args, **kwargs)
+        except BaseException as error:
+            trim_traceback(error)  # this frame too: the traceback reads as eager's
+            raise
 
     @property
     def training(self) -> bool:  # type: ignore[override]
@@ -279,7 +290,7 @@ def make_wrapper(fn: types.FunctionType, options: CompileOptions) -> Callable:
         f"        return __gl_miss(({params},))\n"
         f"    except BaseException as __gl_x:\n"
         f"        __gl_trim(__gl_x)\n"
-        f"        raise\n"
+        f"        raise\n"  # bare: re-raising adds no entry for this frame (see trim_traceback)
     )
     code = builtins.compile(source, f"{WRAPPER_FILE_PREFIX}{fn.__qualname__}>", "exec")
     exec(code, namespace)  # noqa: S102
@@ -299,34 +310,68 @@ WRAPPERS = FrameWrappers(function=compiled_wrapper, module_call=compiled_module_
 
 
 WRAPPER_FILE_PREFIX = "<graphlift wrapper of "
-# Frames of graphlift's interception, dropped from the tracebacks of errors that pass through a
-# wrapper: the miss path here, and the generated eager run. (Run functions stay: they carry the
-# user's file and line, see convert_frame.)
-_PLUMBING_FILES = frozenset({__file__, EAGER_RUN_FILE})
+# graphlift's own frames, dropped from the tracebacks of errors that leave a wrapper: the
+# package's files and the generated interception code (wrappers, eager runs). Run functions
+# stay: they carry the user's file and line (see convert_frame). torch hides its own frames the
+# same way; ``config.verbose`` keeps every frame.
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_GENERATED_PLUMBING = (WRAPPER_FILE_PREFIX, EAGER_RUN_FILE)
+
+
+def _is_plumbing(tb: types.TracebackType) -> bool:
+    filename = tb.tb_frame.f_code.co_filename
+    return filename.startswith(_PACKAGE_DIR) or filename.startswith(_GENERATED_PLUMBING)
 
 
 def trim_traceback(error: BaseException) -> None:
-    """Drop graphlift's interception frames from ``error``'s traceback below this wrapper's.
+    """Drop graphlift's frames from ``error``'s traceback, this wrapper's own frame included.
 
-    Called by each wrapper an error leaves, innermost first, so each one walks only down to
-    the wrapper below it, which has trimmed the rest: a compiled recursion's traceback reads
-    like eager's, the user's line repeated (and folded by Python). ``config.verbose`` keeps
-    every frame. The error itself is not changed.
+    Each wrapper calls this in its handler and then re-raises with a bare ``raise``, which adds
+    no traceback entry: the caller's entry then points straight at the user's frames (or the
+    run function, which reads as the user's line), so a compiled function's traceback reads
+    like eager's and a compiled recursion folds like eager's. The frames below the last
+    wrapper that trimmed are clean already: the walk stops there (``_GL_TRIMMED``), so a deep
+    recursion costs one step per level. Chained exceptions (a backend's own error under
+    ``BackendCompilerFailed``) are trimmed too. graphlift's own failures (``InternalError``,
+    a ``TranslationError`` under ``raise_internal_errors``) keep every frame: their traceback is
+    the bug report. So does everything under ``config.verbose``.
     """
-    keep = error.__traceback__  # this wrapper's own frame: it stays, the caller sees it
-    if keep is None or config.verbose:
+    if config.verbose or _is_graphlifts_own_bug(error):
         return
-    tb = keep.tb_next
-    while tb is not None:
-        filename = tb.tb_frame.f_code.co_filename
-        if filename.startswith(WRAPPER_FILE_PREFIX):
-            keep.tb_next = tb.tb_next  # the wrapper below trimmed everything under it
-            return
-        if filename in _PLUMBING_FILES:
-            keep.tb_next = tb.tb_next
-        else:
-            keep = tb
+    error.__traceback__ = _trimmed(error.__traceback__, getattr(error, _GL_TRIMMED, None))
+    try:
+        setattr(error, _GL_TRIMMED, error.__traceback__)
+    except AttributeError:  # an exception class with __slots__: walk it all next time
+        pass
+    seen = {id(error)}
+    chained = error.__cause__ or error.__context__
+    while chained is not None and id(chained) not in seen:
+        seen.add(id(chained))
+        chained.__traceback__ = _trimmed(chained.__traceback__, None)
+        chained = chained.__cause__ or chained.__context__
+
+
+def _is_graphlifts_own_bug(error: BaseException) -> bool:
+    return isinstance(error, InternalError) or (
+        isinstance(error, GraphliftError) and not isinstance(error, USER_FACING_ERRORS))
+
+
+_GL_TRIMMED = "_graphlift_trimmed_tb"  # on an error: the head of its already-clean traceback
+
+
+def _trimmed(tb: types.TracebackType | None,
+             clean: types.TracebackType | None) -> types.TracebackType | None:
+    """``tb`` without graphlift's entries, walking down to ``clean`` (already trimmed)."""
+    while tb is not None and tb is not clean and _is_plumbing(tb):
         tb = tb.tb_next
+    head = keep = tb
+    while keep is not None and keep is not clean:
+        nxt = keep.tb_next
+        while nxt is not None and nxt is not clean and _is_plumbing(nxt):
+            nxt = nxt.tb_next
+        keep.tb_next = nxt
+        keep = nxt
+    return head
 
 
 def _safe_name(fn: types.FunctionType) -> str:
