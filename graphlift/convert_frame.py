@@ -219,6 +219,7 @@ class _Attempt:
         output = OutputGraph(ShapePolicy(state.shape_memory, options.dynamic,
                                          keeps_floats_dynamic(options.backend)))
         self.guards = guards = GuardBuilder()
+        guards.locate = output.guard_origin  # each guard names the user's line behind it
         codegen = OutputCodegen(self.wrappers)
         start = time.perf_counter()
         grad_mode = torch.is_grad_enabled()
@@ -277,7 +278,8 @@ class _Attempt:
         code = fn.__code__
         run.__code__ = bytecode.at_line(run.__code__, code.co_filename, code.co_name,
                                         (last.lineno if last else None) or code.co_firstlineno)
-        _log_guards(fn, self.compile_id, compiled_guards.source, compiled_guards.texts())
+        _log_guards(fn, self.compile_id, compiled_guards.source,
+                    compiled_guards.shown_texts())
         return CacheEntry(self.compile_id, self.options, compiled_guards, run, run_source,
                           graph_module)
 

@@ -31,9 +31,12 @@ arguments. A dynamic int is a placeholder of its own, fed from its source.
 from __future__ import annotations
 
 import dataclasses
+import dis
 import functools
 import linecache
 import math
+import types
+import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -237,17 +240,47 @@ SIZE_STATIC = DimDynamic.STATIC
 
 
 # -- where a guard came from -------------------------------------------------------------------
-def tracing_location(tx: Any) -> str | None:
-    """``file:line (source text)`` of the user instruction translator ``tx`` is at, or None.
+@dataclasses.dataclass(frozen=True)
+class UserLine:
+    """A line of the user's code that the trace was at."""
+
+    location: str  # file:line
+    text: str  # the source line, stripped ("" when the file cannot be read)
+
+    def described(self) -> str:
+        """``demo.py:5 (y = x * n)``, as error reports cite it."""
+        return f"{self.location} ({self.text})" if self.text else self.location
+
+    def as_origin(self) -> str:
+        """``y = x * n  at demo.py:5``, as shown after a guard."""
+        return f"{self.text}  at {self.location}" if self.text else f"at {self.location}"
+
+
+def tracing_location(tx: Any) -> UserLine | None:
+    """The user instruction translator ``tx`` is at, or None.
 
     The ShapeEnv records guards deep inside torch, where no translator is at hand: the output
     graph keeps the translators running (innermost last) and passes the innermost one here.
     """
     inst = getattr(tx, "inst", None)
-    if inst is None:
+    if inst is None or inst.offset in _unlocated_offsets(tx.code):
         return None
-    line = linecache.getline(tx.code.co_filename, inst.lineno or 0).strip()
-    return f"{tx.location()} ({line})" if line else tx.location()
+    return UserLine(tx.location(),
+                    linecache.getline(tx.code.co_filename, inst.lineno or 0).strip())
+
+
+_UNLOCATED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _unlocated_offsets(code: types.CodeType) -> frozenset[int]:
+    """Offsets of instructions without a line of their own: a resume function's prologue, which
+    loads the stack the break left (its guards come from no line the user wrote)."""
+    offsets = _UNLOCATED.get(code)
+    if offsets is None:
+        offsets = _UNLOCATED[code] = frozenset(
+            inst.offset for inst in dis.get_instructions(code)
+            if inst.positions is None or inst.positions.lineno is None)
+    return offsets
 
 
 def stack_trace(tracers: list[Any]) -> str:
@@ -338,12 +371,13 @@ def install_shape_guards(output: OutputGraph, guards: GuardBuilder) -> None:
         binding = _range_guard(env, symbol, sources[0], renderer, guards)
         renderer.define(symbol, sources[0], binding)
         deferred.extend((source, symbol) for source in sources[1:])
+    locations = _guard_locations(output)
     for source, value in deferred:
         if renderer.known(value):
-            _equal_guard(source, value, renderer, guards)
+            _equal_guard(source, value, renderer, guards, _specialized_at(env, locations, value))
     for source, fake in output.dynamic_tensors:
         _stride_guard(env, source, fake, renderer, guards)
-    for guard in env.guards:
+    for guard, location in locations:
         if env._maybe_evaluate_static(guard.expr, axioms=()) is not None:
             continue  # implied by the symbols' ranges, which are guarded above
         expr = env.simplify(guard.expr)
@@ -351,7 +385,30 @@ def install_shape_guards(output: OutputGraph, guards: GuardBuilder) -> None:
             continue
         rendered = renderer.render(expr)
         guards.symbolic_shape(rendered.text, rendered.check, rendered.fast,
-                              _currents(rendered, renderer))
+                              _currents(rendered, renderer),
+                              origin=location.as_origin() if location is not None else None)
+
+
+def _guard_locations(output: OutputGraph) -> list[tuple[Any, UserLine | None]]:
+    """Each guard the ShapeEnv recorded, with the user's line where it was recorded (None for
+    those recorded where no translator noted them: a backend's, say)."""
+    known = output.guard_locations
+    return [(guard, known[i] if i < len(known) else None)
+            for i, guard in enumerate(output.shape_env.guards)]
+
+
+def _specialized_at(env: ShapeEnv, locations: list[tuple[Any, UserLine | None]],
+                    value: sympy.Basic) -> str | None:
+    """Why a symbol that was dynamic is guarded on a constant: the first user line at which
+    the ShapeEnv equated it to one (``range(n)`` needs the value of ``n``)."""
+    if not value.is_number:
+        return None
+    for guard, location in locations:
+        if location is not None and isinstance(guard.expr, sympy.Eq) and \
+                guard.expr.free_symbols and value in guard.expr.args:
+            return (f"{location.as_origin()} (was dynamic; this line needs the exact value, "
+                    "so the value is guarded)")
+    return None
 
 
 def _renderable(source: Any) -> bool:
@@ -385,14 +442,14 @@ def _range_guard(env: ShapeEnv, symbol: sympy.Symbol, source: Any, renderer: _Re
 
 
 def _equal_guard(source: Any, value: sympy.Basic, renderer: _Renderer,
-                 guards: GuardBuilder) -> None:
+                 guards: GuardBuilder, origin: str | None) -> None:
     """A source whose symbol was replaced: it equals a constant or another source's symbol."""
     check = render_source(source, renderer.expr)
     text = render_source(source)
     rendered = renderer.render(value)
     currents = ((text, check), *_currents(rendered, renderer))
     guards.symbolic_shape(f"{text} == {rendered.text}", f"{check} == {rendered.check}",
-                          f"{check} == {rendered.fast}", currents)
+                          f"{check} == {rendered.fast}", currents, origin=origin)
 
 
 def _stride_guard(env: ShapeEnv, source: Source, fake: torch.Tensor, renderer: _Renderer,
@@ -449,7 +506,8 @@ def _specialization_report(output: OutputGraph, name: str, symbol: sympy.Symbol,
              for s, sources in env.var_to_sources.items() if sources and _renderable(sources[0])}
     printer = _SymbolPrinter(_NamesOrSymbols(names))
     for guard, location in involved[:3]:
-        where = location or f"inside torch ({_frame_text(guard.sloc.framework_loc)})"
+        where = location.described() if location is not None else \
+            f"inside torch ({_frame_text(guard.sloc.framework_loc)})"
         lines.append(f"  - {printer.doprint(guard.expr)}, assumed at {where}")
     if not involved:
         lines.append("  - no recorded guard names it (a backend may have specialized it)")

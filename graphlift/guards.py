@@ -9,6 +9,7 @@ Only on a miss are the per-guard checks run, to name the first guard that failed
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 import operator
@@ -52,6 +53,13 @@ class Guard:
     current: str | None = None  # expression for "now ..." in recompile reasons
     current_names: tuple[str, ...] = ()  # set when ``current`` is a tuple: what each item is
     zero_one: bool = False  # a size's lower bound of 2: failing it means a size of 0 or 1
+    # The user's line whose use of the value made the trace rely on it, as shown after the
+    # guard (``y = x * n  at demo.py:5``); None for what the call itself fixes (types, sizes).
+    origin: str | None = None
+
+    def shown(self) -> str:
+        """The guard as logs show it to users: its text and, where known, the line behind it."""
+        return f"{self.text}  # {self.origin}" if self.origin else self.text
 
 
 # Global state that changes what a graph computes. Bound C functions: cheapest to call.
@@ -77,6 +85,9 @@ class CompiledGuards:
     def texts(self) -> list[str]:
         return [g.text for g in self.guards]
 
+    def shown_texts(self) -> list[str]:
+        return [g.shown() for g in self.guards]
+
     def first_failure(self, args: tuple) -> str | None:
         """Text of the first guard that fails for ``args`` (with what it sees now), or None."""
         for guard, check in zip(self.guards, self._per_guard_checks()):
@@ -84,8 +95,9 @@ class CompiledGuards:
                 if check(*args):
                     continue
             except Exception:  # a guard that cannot even be evaluated has failed
-                return guard.text
-            return guard.text + self._now(guard, args)
+                return guard.shown()
+            text = guard.text + self._now(guard, args)
+            return f"{text}  # {guard.origin}" if guard.origin else text
         return None
 
     def _now(self, guard: Guard, args: tuple) -> str:
@@ -107,6 +119,10 @@ class CompiledGuards:
         if self._checks is None:
             self._checks = [_lambda(self.params, g.check, self.namespace) for g in self.guards]
         return self._checks
+
+
+def _nowhere() -> None:
+    return None
 
 
 def _lambda(params: tuple[str, ...], expr: str, namespace: dict[str, Any]) -> Callable:
@@ -138,6 +154,9 @@ class GuardBuilder:
         self._refs: dict[int, str] = {}  # id -> object_ref expression, one name per object
         self._kept: list[Any] = []
         self._module_flags: tuple[list[torch.Tensor], list[bool]] | None = None
+        # Where the trace is in the user's code, for each guard's ``origin``: set by whoever
+        # traces (the output graph knows the running translators); nowhere by default.
+        self.locate: Callable[[], str | None] = _nowhere
 
     # -- helpers -------------------------------------------------------------------------------
     def const(self, value: Any) -> str:
@@ -180,6 +199,10 @@ class GuardBuilder:
         return True
 
     def _add(self, guard: Guard) -> None:
+        if guard.origin is None:
+            origin = self.locate()
+            if origin is not None:
+                guard = dataclasses.replace(guard, origin=origin)
         self.guards.append(guard)
 
     # -- guard kinds ---------------------------------------------------------------------------
@@ -263,14 +286,15 @@ class GuardBuilder:
         self._fast.append(check)
 
     def symbolic_shape(self, text: str, check: str, fast: str | None,
-                       currents: tuple[tuple[str, str], ...] = (), zero_one: bool = False) -> None:
+                       currents: tuple[tuple[str, str], ...] = (), zero_one: bool = False,
+                       origin: str | None = None) -> None:
         """A relation between sizes and ints that the trace assumed (rendered by
         :func:`graphlift.dynamic_shapes.install_shape_guards`).
 
         ``fast`` is the form for the generated function, where it may bind a symbol to a name
         (``2 <= (__gl_s0 := x.size()[0])``) for the guards after it; None when another guard's
         fast form already covers this one. ``currents`` lists (display, expression) of the values
-        that a miss message shows.
+        that a miss message shows; ``origin`` the user's line where the ShapeEnv assumed it.
         """
         if not self._once((GuardKind.SYMBOLIC_SHAPE, text)):
             return
@@ -279,7 +303,8 @@ class GuardBuilder:
         else:
             current = f"({''.join(c[1] + ', ' for c in currents)})" if currents else None
             names = tuple(c[0] for c in currents)
-        self._add(Guard(GuardKind.SYMBOLIC_SHAPE, text, check, current, names, zero_one))
+        self._add(Guard(GuardKind.SYMBOLIC_SHAPE, text, check, current, names, zero_one,
+                        origin))
         if fast is not None:
             self._fast.append(fast)
 

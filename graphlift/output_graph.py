@@ -31,6 +31,7 @@ from graphlift.dynamic_shapes import (
     SIZE_STATIC,
     ShapePolicy,
     TorchSource,
+    UserLine,
     new_shape_env,
     stack_trace,
     tracing_location,
@@ -66,7 +67,7 @@ class OutputGraph:
         self.shape_policy = shape_policy or ShapePolicy()
         self.dynamic_tensors: list[tuple[Source, torch.Tensor]] = []  # (source, fake)
         self.marked_dims: list[tuple[Source, int, Any]] = []  # mark_dynamic: (source, dim, symbol)
-        self.guard_locations: list[str | None] = []  # where each ShapeEnv guard was recorded
+        self.guard_locations: list[UserLine | None] = []  # where each ShapeEnv guard was made
         self.tracers: list[Any] = []  # the translators running on this graph, innermost last
         self._size_nodes: dict[tuple, torch.fx.Node] = {}  # (tensor node, dim, symbol)
         self.inputs: list[GraphInput] = []
@@ -154,6 +155,11 @@ class OutputGraph:
         if new > 0:
             tracer = self.tracers[-1] if self.tracers else None
             self.guard_locations.extend([tracing_location(tracer)] * new)
+
+    def guard_origin(self) -> str | None:
+        """The user's line the innermost running translator is at, as guards show it."""
+        line = tracing_location(self.tracers[-1]) if self.tracers else None
+        return line.as_origin() if line is not None else None
 
     @property
     def has_symbols(self) -> bool:

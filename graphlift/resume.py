@@ -32,9 +32,9 @@ from dataclasses import dataclass
 import torch
 
 from graphlift import bytecode
+from graphlift.sources import RESUME_CELL_PREFIX, RESUME_STACK_PREFIX
 
 CO_VARARGS, CO_VARKEYWORDS, CO_GENERATOR_LIKE = 0x04, 0x08, 0x20 | 0x80 | 0x100 | 0x200
-STACK_PREFIX = "__gl_stack"
 
 # Opcodes whose argument indexes the cell/free-variable part of the fast-locals array.
 _DEREF_OPS = frozenset(dis.opmap[name] for name in (
@@ -109,11 +109,11 @@ def make_resume_code(code: types.CodeType, key: ResumeKey) -> types.CodeType:
     """Build the resume code object for ``key`` (see the module docstring)."""
     # Numbered after the existing locals: a resume function's own resume functions stay unique.
     first = len(code.co_varnames)
-    stack_names = tuple(f"{STACK_PREFIX}{first + i}" for i in range(key.stack_depth))
+    stack_names = tuple(f"{RESUME_STACK_PREFIX}{first + i}" for i in range(key.stack_depth))
     cells = local_cells(code)
     # Numbered like the stack names: a resume function of a resume function carries the same
     # cells again, next to the old parameters of that name.
-    cell_names = tuple(f"__gl_cell{first + len(stack_names) + i}_{name}"
+    cell_names = tuple(f"{RESUME_CELL_PREFIX}{first + len(stack_names) + i}_{name}"
                        for i, name in enumerate(cells))
     new_varnames = code.co_varnames + stack_names + cell_names
     shift = len(stack_names) + len(cell_names)

@@ -60,13 +60,27 @@ class Source:
         return self.expr()
 
 
+# Parameters of resume functions that hold the stack and the cells of the frame they resume
+# (``__gl_stack5``, ``__gl_cell6_c``; see graphlift.resume).
+RESUME_STACK_PREFIX = "__gl_stack"
+RESUME_CELL_PREFIX = "__gl_cell"
+
+
 @dataclass(frozen=True)
 class LocalSource(Source):
     local_name: str
     kind = SourceKind.LOCAL
 
     def name(self) -> str:
-        return f"L[{self.local_name!r}]"
+        """``L['x']``; a resume function's own parameters by what they hold (never the
+        ``__gl_`` names users did not write): ``L['c']`` for the cell of ``c``,
+        ``<stack value 5 at the graph break>`` for a value the break left on the stack."""
+        name = self.local_name
+        if name.startswith(RESUME_STACK_PREFIX):
+            return f"<stack value {name[len(RESUME_STACK_PREFIX):]} at the graph break>"
+        if name.startswith(RESUME_CELL_PREFIX):
+            name = name.split("_", 4)[-1]  # __gl_cell3_c -> c
+        return f"L[{name!r}]"
 
     def expr(self) -> str:
         return self.local_name

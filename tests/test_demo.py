@@ -92,11 +92,16 @@ def test_the_logs_name_the_failing_guard_and_the_limit(demo):
     err = demo.stderr
     line = DEMO.read_text().splitlines().index("def f(x, n):") + 1
     assert f"[graphlift] Recompiling function f in {DEMO}:{line}" in err.splitlines()
-    assert "    - 0/0: L['n'] == 2 (now 3)" in err.splitlines()
+    origin = f"  # return torch.sin(x) * n + x.shape[0]  at {DEMO}:{line + 1}"
+    assert f"    - 0/0: L['n'] == 2 (now 3){origin}" in err.splitlines()  # the user's line
     assert "    - L['n']: now 3, before 2" in err.splitlines()  # automatic dynamic took n
-    assert "    - 0/1: type(L['n']) is int (now <class 'float'>)" in err.splitlines()
+    assert f"    - 0/1: type(L['n']) is int (now <class 'float'>){origin}" in err.splitlines()
     assert "[graphlift] graphlift hit config.recompile_limit (8)" in err.splitlines()
-    assert "   last reason: 1/7: L['n'] == 8 (now 9)" in err.splitlines()
+    loop = DEMO.read_text().splitlines().index("    for _ in range(n):") + 1
+    # Why n, which became dynamic, is still guarded: range(n) needs its value.
+    assert f"   last reason: 1/7: L['n'] == 8 (now 9)  # for _ in range(n):  at {DEMO}:{loop} " \
+        "(was dynamic; this line needs the exact value, so the value is guarded)" \
+        in err.splitlines()
     assert err.count("Recompiling function") == 2  # repeat's loop runs with the log off
 
 

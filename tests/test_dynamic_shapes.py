@@ -74,7 +74,8 @@ def test_recompile_log_names_the_dimension_that_changed(recompile_log):
     run(compiled, double_plus_length, torch.randn(8))
     (message,) = recompile_log()
     assert message.splitlines()[2:] == [
-        "    - 0/0: L['x'].size()[0] == 10 (now 8)",
+        "    - 0/0: L['x'].size()[0] == 10 (now 8)"
+        f"  # return x * 2 + x.shape[0]  at {__file__}:42",
         "    dynamic from now on (automatic dynamic shapes):",
         "    - L['x'].size()[0]: now 8, before 10",
     ]

@@ -153,12 +153,13 @@ class Failure:
     now: str | None  # "4": what the guard saw at the failing call, as the reason says it
     subject: str  # "L['n']": what the guard looks at, shared by the failures of every entry
     value: str | None  # "3": what the entry was compiled for
+    origin: str | None = None  # "y = x * n  at demo.py:5": the user's line behind the guard
 
     @classmethod
     def parse(cls, reason: str) -> Failure:
         match = _REASON.match(reason)
-        compile_id, guard, now = match.group("compile_id", "guard", "now")
-        return cls(compile_id, guard, now, *split_guard(guard))
+        compile_id, guard, now, origin = match.group("compile_id", "guard", "now", "origin")
+        return cls(compile_id, guard, now, *split_guard(guard), origin)
 
     @property
     def text(self) -> str:
@@ -184,7 +185,9 @@ def split_guard(guard: str) -> tuple[str, str | None]:
     return left, None
 
 
-_REASON = re.compile(r"^(?P<compile_id>[^:]*): (?P<guard>.*?)(?: \(now (?P<now>.*)\))?$", re.S)
+# "0/1: L['n'] == 3 (now 4)  # y = x * n  at demo.py:5": the now and the origin are optional.
+_REASON = re.compile(r"^(?P<compile_id>[^:]*): (?P<guard>.*?)(?: \(now (?P<now>.*?)\))?"
+                     r"(?:  # (?P<origin>.*))?$", re.S)
 _COMPARISON = re.compile(r"^(?P<left>.+?) (?P<op>==|!=|<=|>=|<|>|is not|is) (?P<right>.+)$",
                          re.S)
 _NUMBER = re.compile(r"^-?\d+$")
