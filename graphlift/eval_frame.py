@@ -155,8 +155,8 @@ def _compile(fn: Callable, options: CompileOptions) -> Callable:
     if isinstance(fn, OptimizedModule):
         fn = fn._orig_mod  # compiled again: the module itself, with the new options
     fn = getattr(fn, WRAPPED_ATTR, fn)
-    while trace_rules.torch_original(fn) is not None:
-        fn = trace_rules.torch_original(fn)  # torch.compile(torch.compiler.disable(f)) compiles f
+    while (original := trace_rules.torch_original(fn)) is not None:
+        fn = original  # torch's wrappers: torch.compile(torch.compiler.disable(f)) compiles f
     if isinstance(fn, types.FunctionType) and DISABLED_ATTR in fn.__dict__:
         return fn  # graphlift.disable: it always runs eagerly
     if isinstance(fn, types.MethodType):

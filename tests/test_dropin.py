@@ -13,6 +13,7 @@ import contextlib
 import functools
 import itertools
 import operator
+import os
 import pathlib
 import subprocess
 import sys
@@ -949,3 +950,14 @@ def test_graphlift_run_runs_a_script_with_torch_compile_routed(tmp_path):
                           cwd=pathlib.Path(__file__).parents[1])
     assert done.stdout.splitlines() == ["graphlift.dropin 1 ['--flag'] [2.0, 2.0]", "1"]
     assert done.returncode == 3
+
+
+def test_the_transformers_example_prints_what_the_readme_shows():
+    root = pathlib.Path(__file__).resolve().parents[1]
+    env = {name: value for name, value in os.environ.items() if not name.startswith("GRAPHLIFT")}
+    env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(root))
+    done = subprocess.run([sys.executable, "examples/install_transformers.py"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]  # it asserts the logits equal eager's
+    shown = (root / "README.md").read_text()
+    assert done.stdout.splitlines() and all(line in shown for line in done.stdout.splitlines())
