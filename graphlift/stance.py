@@ -265,7 +265,7 @@ def _remember_sizes(fn: types.FunctionType, state: ExtraState, args: tuple) -> N
         if isinstance(value, torch.Tensor):
             state.shape_memory.merge_sizes(LocalSource(name), tuple(value.shape))
         elif type(value) is int:
-            state.shape_memory.merge_int(LocalSource(name), value)
+            state.shape_memory.merge_scalar(LocalSource(name), value)
 
 
 def reset() -> None:

@@ -744,7 +744,7 @@ def test_config_refuses_a_value_of_the_wrong_kind():
     with pytest.raises(TypeError, match="recompile_limit must be an int"):
         graphlift.config.recompile_limit = "many"
     with pytest.raises(TypeError, match="must be True or False"):
-        graphlift.config.patch(suppress_errors="yes")
+        graphlift.config.patch(raise_internal_errors="yes")
     with pytest.raises(TypeError, match="a tuple of module names"):
         graphlift.config.inline_modules = "colorsys"
     assert graphlift.config.recompile_limit == 8
