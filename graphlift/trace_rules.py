@@ -18,7 +18,8 @@ Every call the translator sees gets one decision, made by :func:`lookup` from th
 ``lookup(fn)`` returns a :class:`Decision` naming the :class:`Rule` row that decided, so a graph
 break can say which rule skipped the call and how to overrule it. The user's overrides come first
 (:func:`graphlift.disable`, :func:`graphlift.allow_in_graph`, and torch's own
-``torch.compiler.disable`` and ``allow_in_graph``, read from the marks they leave), then the rows
+``torch.compiler.disable``, ``allow_in_graph`` and ``torch._dynamo.disallow_in_graph``, read from
+the marks they leave; disallowed beats allowed, as in torch), then the rows
 that recognise the object itself (torch.compile's markers such as ``is_compiling`` and
 ``graph_break``, polyfills, builtins, torch ops), then the rows that go by the module that defined
 it, where ``config.skip_modules`` and ``config.inline_modules`` come first.
@@ -139,6 +140,9 @@ DISABLED = Rule("disabled", Kind.SKIP, "disabled by the user (graphlift.disable)
                 "remove graphlift.disable to trace it")
 TORCH_DISABLED = Rule("torch_disabled", Kind.SKIP, "disabled by the user (torch.compiler.disable)",
                       "remove torch.compiler.disable to trace it")
+TORCH_DISALLOWED = Rule("torch_disallowed", Kind.SKIP,
+                        "kept out of the graph by the user (torch._dynamo.disallow_in_graph)",
+                        "remove torch._dynamo.disallow_in_graph to put it in the graph")
 ALLOW_IN_GRAPH = Rule("allow_in_graph", Kind.GRAPH,
                       "allowed in the graph by the user (graphlift.allow_in_graph or "
                       "torch.compiler.allow_in_graph): one opaque node, its body is not traced")
@@ -220,8 +224,8 @@ C_FUNCTION = Rule("c_function", Kind.SKIP,
 USER_CODE = Rule("user_code", Kind.INLINE, "user code is traced")
 
 # Every rule, for reports and tests (names are unique).
-RULES = (DISABLED, TORCH_DISABLED, ALLOW_IN_GRAPH, COMPILED_FUNCTION, FORCED_BREAK,
-         TORCH_MARKER, TORCH_FORBIDDEN, POLYFILLED, POLYFILL_DECLINED,
+RULES = (DISABLED, TORCH_DISABLED, TORCH_DISALLOWED, ALLOW_IN_GRAPH, COMPILED_FUNCTION,
+         FORCED_BREAK, TORCH_MARKER, TORCH_FORBIDDEN, POLYFILLED, POLYFILL_DECLINED,
          MODELLED_CLASS, IO_BUILTIN, PYTHON_BUILTIN, UNHANDLED_BUILTIN, CONSTANT_CLASS_METHOD,
          PURE_C_FUNCTION, TORCH_GLOBAL_STATE, TENSOR_METHOD, TORCH_OP, C_METHOD, CONFIG_SKIP,
          CONFIG_INLINE, GRAPHLIFT_POLYFILLS, GRAPHLIFT, TORCH_INLINE, TORCH_CLASS,
@@ -289,7 +293,9 @@ TORCH_DISABLED_ATTR = "_torchdynamo_disable"  # torch.compiler.disable's mark on
 TORCH_DISABLED_MSG_ATTR = "_torchdynamo_disable_msg"  # disable(reason=...)
 TORCH_ORIGINAL_ATTR = "_torchdynamo_orig_callable"  # on torch.compile's and disable's wrappers
 TORCH_WRAPPER_ID_ATTR = "_torchdynamo_wrapper_id"  # id() of the wrapper that set the one above
-TORCH_TRACE_RULES = "torch._dynamo.trace_rules"  # holds allow_in_graph's ids
+TORCH_TRACE_RULES = "torch._dynamo.trace_rules"  # holds allow_in_graph's and disallow's ids
+TORCH_ALLOWED_IDS = "_allowed_callable_ids"  # torch._dynamo.allow_in_graph adds, disallow removes
+TORCH_DISALLOWED_IDS = "_disallowed_callable_ids"  # disallow_in_graph adds, allow_in_graph removes
 TORCH_POLYFILLED = "torch._dynamo.variables.functions"  # holds substitute_in_graph's stand-ins
 # The code of the wrappers torch._disable_dynamo makes (torch disables its optimizers' step, and
 # torch.manual_seed once torch._dynamo is imported, with it): disabled functions too, as under
@@ -332,6 +338,10 @@ def override(fn: Any) -> Decision | None:
     if _safe_getattr(fn, TORCH_DISABLED_ATTR):
         return Decision(Kind.SKIP, TORCH_DISABLED,
                         detail=_safe_getattr(fn, TORCH_DISABLED_MSG_ATTR) or "")
+    # Before allowed, as in torch's lookup. torch disallows its own graph_break this way too:
+    # its rows in TORCH_MARKERS say more (a forced break).
+    if _in_torch_registry(TORCH_DISALLOWED_IDS, fn) and _torch_marker(fn) is None:
+        return Decision(Kind.SKIP, TORCH_DISALLOWED)
     if is_overridden(fn):
         return Decision(Kind.GRAPH, ALLOW_IN_GRAPH)
     original = _safe_getattr(fn, COMPILED_ATTR) or torch_original(fn)
@@ -531,11 +541,15 @@ def is_third_party(value: Any) -> bool:
 
 def is_overridden(fn: Any) -> bool:
     """Whether ``fn`` was given to graphlift's or torch's allow_in_graph."""
-    if id(fn) in _allowed:
-        return True
+    return id(fn) in _allowed or _in_torch_registry(TORCH_ALLOWED_IDS, fn)
+
+
+def _in_torch_registry(registry: str, fn: Any) -> bool:
+    """Whether ``fn``'s id is in one of torch._dynamo.trace_rules' id sets (read, never made:
+    a set torch has not filled yet holds nothing)."""
     torch_rules = sys.modules.get(TORCH_TRACE_RULES)
-    allowed = torch_rules._allowed_callable_ids.function_ids if torch_rules else None
-    return bool(allowed) and id(fn) in allowed
+    ids = getattr(getattr(torch_rules, registry, None), "function_ids", None)
+    return bool(ids) and id(fn) in ids
 
 
 def is_modelled_builtin(fn: Any) -> bool:

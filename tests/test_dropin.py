@@ -294,6 +294,84 @@ def test_allow_in_graph_is_one_opaque_node(allow):
     assert ours.bodies == {"opaque": 3} and theirs.bodies == {"opaque": 4}
 
 
+@contextlib.contextmanager
+def disallowed(*fns):
+    """torch._dynamo.disallow_in_graph(fn) for the block; torch's registries put back after."""
+    torch_rules = torch._dynamo.trace_rules
+    try:
+        for fn in fns:
+            torch._dynamo.disallow_in_graph(fn)
+        yield
+    finally:
+        for fn in fns:
+            torch_rules._disallowed_callable_ids.remove(id(fn))
+
+
+@pytest.mark.filterwarnings("ignore:Dynamo does not know")  # torch's, on its side
+def test_torch_disallow_in_graph_of_a_torch_op_is_a_graph_break():
+    def make():
+        def f(x):
+            x = torch.add(x, 1)
+            x = torch.sub(x, 1)  # disallowed: a break, it runs eagerly
+            return torch.add(x, 1)
+
+        return f
+
+    with disallowed(torch.sub):
+        assert trace_rules.lookup(torch.sub).rule is trace_rules.TORCH_DISALLOWED
+        theirs, ours = side_by_side(make, three_calls())
+        assert ours.graphs == 2 and ours.ops == theirs.ops == 2  # one add in each graph
+        (record,) = graphlift.explain(make())(torch.ones(2)).break_reasons
+        assert "torch._dynamo.disallow_in_graph" in record.explanation
+    assert trace_rules.lookup(torch.sub).rule is trace_rules.TORCH_OP  # undone with torch's
+
+
+@pytest.mark.filterwarnings("ignore:Dynamo does not know")  # torch's, on its side
+def test_torch_disallow_in_graph_beats_graphlift_and_torch_allow_in_graph():
+    def make():
+        def f(x):
+            x = torch.add(x, 1)
+            x = torch.mul(x, 2)
+            return torch.add(x, 1)
+
+        return f
+
+    graphlift.allow_in_graph(torch.mul)
+    try:
+        with disallowed(torch.mul):
+            theirs, ours = side_by_side(make, three_calls())
+            assert ours.graphs == 2 and ours.ops == theirs.ops == 2
+    finally:
+        trace_rules.disallow_in_graph(torch.mul)  # graphlift's: undoes its allow_in_graph
+
+
+@pytest.mark.xfail(strict=True, reason="a skipped user function runs as it is at the break: "
+                   "torch compiles its frame (the break-site call would go through the compile "
+                   "wrapper, in codegen.callable_expr)")
+def test_a_function_allowed_then_disallowed_by_torch_runs_as_a_compiled_frame():
+    made = []
+
+    def make():
+        def opaque(x):
+            return x.sin() * 2
+
+        torch._dynamo.allow_in_graph(opaque)
+        torch._dynamo.disallow_in_graph(opaque)  # no longer one node, and not inlined: a break
+        made.append(opaque)
+
+        def f(x):
+            return opaque(x + 1) * 3
+
+        return f
+
+    try:
+        theirs, ours = side_by_side(make, three_calls())
+        assert ours.graphs == theirs.graphs == 3 and ours.bodies == {}  # opaque: its own frame
+    finally:
+        for opaque in made:
+            torch._dynamo.trace_rules._disallowed_callable_ids.remove(id(opaque))
+
+
 def test_torch_graph_break():
     def make():
         def f(x):
