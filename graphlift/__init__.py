@@ -24,12 +24,13 @@ Imports under ``if TYPE_CHECKING:`` never run and only name argument types; they
 
 Layers, top to bottom (``layer: modules`` -- what the layer does)::
 
-    entry:       explain, decorators, doctor.report, doctor.render, doctor, graphlift, __main__
-                 -- explain(), allow_in_graph/disable, graphlift doctor, the public API
-    interception: testing, structured_trace, events, eval_frame  -- compile(): the wrapper,
-                 cache lookup, miss path, recompile limits, reset, cache_entries, stats;
+    entry:       explain, decorators, dropin, doctor.report, doctor.render, doctor, graphlift,
+                 __main__  -- explain(), allow_in_graph/disable/substitute_in_graph, install()
+                 (torch.compile through graphlift), graphlift doctor and run, the public API
+    interception: testing, structured_trace, events, stance, eval_frame  -- compile(): the
+                 wrapper, cache lookup, miss path, recompile limits, reset, cache_entries, stats;
                  CompileCounter; the structured trace for tlparse (GRAPHLIFT_TRACE); recording
-                 (GRAPHLIFT_RECORD)
+                 (GRAPHLIFT_RECORD); stances (set_stance, torch's too) and error_on_graph_break
     conversion:  convert_frame  -- one miss -> one cache entry (translate, guard, compile)
     cache:       cache  -- ExtraState and CacheEntry in the code object's extra slot
     codegen:     codegen  -- the generated run function, and its tail at a graph break
@@ -43,7 +44,8 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
     graph:       output_graph  -- the FX graph, fake tensors, graph inputs, the backend call
     rules:       trace_rules  -- inline, polyfill, builtin, graph node or skip, per callable
     records:     graph_break, backends, side_effects, guards, dynamic_shapes,
-                 polyfills.support, polyfills.builtins, polyfills.collections, polyfills.copy,
+                 polyfills.support, polyfills.builtins, polyfills.collections, polyfills.compiler,
+                 polyfills.copy,
                  polyfills.functools, polyfills.heapq, polyfills.itertools, polyfills.operator,
                  polyfills, resume  -- break records, backends, the side-effect ledger, guard
                  kinds and the check function, symbolic sizes, pure-Python stand-ins for C
@@ -65,7 +67,9 @@ from graphlift import events, structured_trace, testing, trace_rules  # noqa: E4
 from graphlift.backends import list_backends, register_backend  # noqa: E402
 from graphlift.cache import CacheEntry, Stats  # noqa: E402
 from graphlift.config import config  # noqa: E402
-from graphlift.decorators import allow_in_graph, disable  # noqa: E402
+from graphlift.decorators import allow_in_graph, disable, substitute_in_graph  # noqa: E402
+from graphlift.dropin import configure_from_env as install_from_env  # noqa: E402
+from graphlift.dropin import install, uninstall  # noqa: E402
 from graphlift.dynamic_shapes import mark_dynamic, mark_static  # noqa: E402
 from graphlift.eval_frame import cache_entries, compile, reset, stats  # noqa: E402
 from graphlift.exc import (  # noqa: E402
@@ -80,10 +84,12 @@ from graphlift.exc import (  # noqa: E402
 from graphlift.explain import ExplainOutput, explain  # noqa: E402
 from graphlift.graph_break import graph_break  # noqa: E402
 from graphlift.logs import configure_from_env, set_logs  # noqa: E402
+from graphlift.stance import error_on_graph_break, set_stance  # noqa: E402
 
 configure_from_env()
 events.configure_from_env()  # GRAPHLIFT_RECORD: what `graphlift doctor` reads
 structured_trace.configure_from_env()  # GRAPHLIFT_TRACE: the log tlparse renders
+install_from_env()  # GRAPHLIFT_INSTALL=1: torch.compile runs graphlift
 
 __version__ = "0.1.0"
 
@@ -103,15 +109,20 @@ __all__ = [
     "compile",
     "config",
     "disable",
+    "error_on_graph_break",
     "explain",
     "graph_break",
+    "install",
     "list_backends",
     "mark_dynamic",
     "mark_static",
     "register_backend",
     "reset",
     "set_logs",
+    "set_stance",
     "stats",
+    "substitute_in_graph",
     "testing",
     "trace_rules",
+    "uninstall",
 ]

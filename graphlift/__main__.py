@@ -1,16 +1,20 @@
-"""The ``graphlift`` command: ``graphlift doctor [--json] [--html FILE] SCRIPT [ARGS...]``.
+"""The ``graphlift`` command: ``doctor`` reports on a script, ``run`` runs it under graphlift.
 
-Also ``python -m graphlift doctor ...``. The exit status is the script's own (0 when it ran).
+``graphlift doctor [--json] [--html FILE] SCRIPT [ARGS...]`` and ``graphlift run SCRIPT
+[ARGS...]`` (also ``python -m graphlift ...``). The exit status is the script's own (0 when it
+ran).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import runpy
 import sys
 from collections.abc import Sequence
 
 from graphlift import doctor
+from graphlift.dropin import INSTALL_ENV, install
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -26,15 +30,40 @@ def main(argv: Sequence[str] | None = None) -> int:
                                help="print the report as JSON (the script's output goes to stderr)")
     doctor_parser.add_argument("--html", metavar="FILE",
                                help="also write the report as a self-contained HTML page")
-    doctor_parser.add_argument("script", nargs="?", help="the Python script to run")
-    doctor_parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
+    run_parser = commands.add_parser(
+        "run", help="run a script with torch.compile routed through graphlift",
+        usage="graphlift run [-h] SCRIPT [ARGS...]",
+        description="Run SCRIPT in this process after graphlift.install(): its torch.compile "
+                    "and nn.Module.compile calls, and its libraries', compile with graphlift. "
+                    f"{INSTALL_ENV}=1 is set for the processes it starts.")
+    for sub in (doctor_parser, run_parser):
+        sub.add_argument("script", nargs="?", help="the Python script to run")
+        sub.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
     options = parser.parse_args(argv)
     if options.command is None or options.script is None:  # nothing to do: say how to use it
-        (parser if options.command is None else doctor_parser).print_help(sys.stderr)
+        (parser if options.command is None else commands.choices[options.command]).print_help(
+            sys.stderr)
         return 2
     if not os.path.isfile(options.script):
-        doctor_parser.error(f"no such script: {options.script}")
-    return _doctor(options)
+        commands.choices[options.command].error(f"no such script: {options.script}")
+    return _doctor(options) if options.command == "doctor" else _run(options)
+
+
+def _run(options: argparse.Namespace) -> int:
+    """Run the script as ``python SCRIPT ARGS`` would, with graphlift installed."""
+    os.environ[INSTALL_ENV] = "1"
+    install()
+    sys.argv = [options.script, *options.args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(options.script)))
+    try:
+        runpy.run_path(options.script, run_name="__main__")
+    except SystemExit as exit_request:
+        code = exit_request.code
+        if code is None or isinstance(code, int):
+            return code or 0
+        print(code, file=sys.stderr)
+        return 1
+    return 0
 
 
 def _doctor(options: argparse.Namespace) -> int:

@@ -13,7 +13,9 @@ needs them, so that ``import graphlift`` stays cheap and never imports ``torch._
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from typing import Any, get_origin
 
 import torch
 import torch.fx
@@ -50,15 +52,17 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     return _positional(compiled)
 
 
-def inductor(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+def inductor(gm: torch.fx.GraphModule, example_inputs: list, *,
+             config_patches: dict | None = None) -> Callable:
     """Compile with TorchInductor (C++ via the system compiler on CPU; seconds per graph).
 
     ``compile_fx`` takes ownership of ``gm`` and may change it. It accepts graphs that do not
-    return a tuple, and real example inputs (it fakes them itself).
+    return a tuple, and real example inputs (it fakes them itself). ``config_patches`` are
+    inductor settings for this compile: what ``mode=`` and ``options=`` become (:func:`configure`).
     """
     from torch._inductor.compile_fx import compile_fx
 
-    return _positional(compile_fx(gm, example_inputs))
+    return _positional(compile_fx(gm, example_inputs, config_patches=config_patches))
 
 
 def _boxed_forward(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
@@ -141,3 +145,94 @@ def call_graph_callable(compiled: Callable) -> Callable:
         return compiled(list(args))
 
     return call_boxed
+
+
+# -- torch.compile's mode= and options= ------------------------------------------------------
+class ConfiguredBackend:
+    """A backend called with the ``mode=`` or ``options=`` that torch.compile would pass it.
+
+    ``__name__`` says both (``inductor(mode='max-autotune')``): recompile reasons and the
+    doctor name the backend by it.
+    """
+
+    def __init__(self, fn: Callable, name: str, settings: dict[str, Any]) -> None:
+        self.fn = fn
+        self.settings = settings
+        shown = ", ".join(f"{key}={value!r}" for key, value in settings.items())
+        self.__name__ = f"{name}({shown})"
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        return self.fn(gm, example_inputs, **self.settings)
+
+
+# One ConfiguredBackend per backend and settings, so that compiles with equal settings share
+# cache entries (entries are matched to their wrapper's backend by identity).
+_configured: dict[tuple, ConfiguredBackend] = {}
+
+
+def configure(backend: str | BackendFn, mode: str | None,
+              options: dict[str, Any] | None) -> str | BackendFn:
+    """``backend`` with torch.compile's ``mode=`` or ``options=``, checked now, at the call.
+
+    As in torch.compile: ``inductor`` turns the mode into its settings and takes the options as
+    settings (an unknown name or a value of the wrong type is refused); ``eager`` and
+    ``aot_eager`` ignore both, with a warning; any other backend is called with ``mode=...`` or
+    ``options=...`` as keywords. Giving both is refused.
+    """
+    fn = lookup_backend(backend)  # an unknown name fails here
+    if mode is None and options is None:
+        return backend
+    if mode is not None and options is not None:
+        raise ValueError("give mode= or options=, not both (as torch.compile requires)")
+    if mode is not None and not isinstance(mode, str):
+        raise TypeError(f"mode must be a string, got {type(mode).__name__}")
+    if options is not None and not (isinstance(options, dict) and
+                                    all(isinstance(key, str) for key in options)):
+        raise TypeError(f"options must be a dict with string keys, got {options!r}")
+    name = backend if isinstance(backend, str) else getattr(backend, "__name__", repr(backend))
+    if fn in (eager, aot_eager):
+        logging.getLogger("graphlift").warning(
+            "backend %r takes no settings: ignoring %s", name,
+            f"mode={mode!r}" if mode is not None else f"options={options!r}")
+        return backend
+    if fn is inductor:
+        settings = {"config_patches": _inductor_settings(mode, options)}
+    else:
+        settings = {"mode": mode} if mode is not None else {"options": dict(options)}
+    try:
+        key = (backend if isinstance(backend, str) else id(backend), mode,
+               tuple(sorted((options or {}).items())))
+        hash(key)
+    except TypeError:  # an option value that cannot be hashed: this compile's own backend
+        return ConfiguredBackend(fn, name, settings)
+    if key not in _configured:
+        _configured[key] = ConfiguredBackend(fn, name, settings)
+    return _configured[key]
+
+
+def _inductor_settings(mode: str | None, options: dict[str, Any] | None) -> dict[str, Any]:
+    """Inductor's settings for a mode, or the options checked against inductor's config."""
+    # Imported here: inductor takes seconds to import, and only this backend needs it.
+    from torch._inductor import config as inductor_config
+    from torch._inductor import list_mode_options
+
+    if mode is not None:
+        modes = list_mode_options()
+        if mode not in modes:
+            raise ValueError(f"unknown mode {mode!r} for inductor; known modes: "
+                             f"{', '.join(modes)}")
+        return dict(modes[mode])
+    known = inductor_config.get_config_copy()
+    settings = {}
+    for key, value in options.items():
+        name = key.replace("-", "_")
+        if name not in known:
+            raise ValueError(f"unknown inductor option {key!r}; inductor's options are the "
+                             f"settings of torch._inductor.config")
+        expected = inductor_config.get_type(name)
+        if get_origin(expected) is None and isinstance(expected, type) and \
+                not isinstance(value, expected):
+            raise TypeError(f"inductor option {key!r} must be {expected.__name__}, got "
+                            f"{type(value).__name__}")
+        settings[name] = value
+    return settings

@@ -129,9 +129,11 @@ class OutputCodegen:
         """The callee of an eager call; a user function becomes its compiled wrapper."""
         if isinstance(fn, UserFunctionVariable):
             return self.compiled(fn, options)
-        if isinstance(fn, UserMethodVariable) and isinstance(fn.fn, UserFunctionVariable):
-            wrapper = self.compiled(fn.fn, options)
-            return f"{self.constant(functools.partial)}({wrapper}, {fn.obj.reconstruct(self)})"
+        if isinstance(fn, UserMethodVariable):
+            # A method the trace rules skip (a disabled one) runs as it is, without compiling.
+            function = self.compiled(fn.fn, options) if isinstance(fn.fn, UserFunctionVariable) \
+                else fn.fn.reconstruct(self)
+            return f"{self.constant(functools.partial)}({function}, {fn.obj.reconstruct(self)})"
         if isinstance(fn, TensorMethodVariable):
             return f"{fn.tensor.reconstruct(self)}.{fn.name}"
         if isinstance(fn, NNModuleVariable) and fn.source is not None:

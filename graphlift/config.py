@@ -2,7 +2,8 @@
 
 Read a setting as an attribute (``graphlift.config.recompile_limit``), set it the same way, and use
 ``config.patch(name=value, ...)`` as a context manager or decorator to change settings temporarily.
-Unknown names raise ``AttributeError`` so that a typo never silently does nothing.
+Unknown names raise ``AttributeError`` so that a typo never silently does nothing, and a value of
+the wrong kind (``recompile_limit="many"``) raises ``TypeError`` where it is set.
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class Config:
 
     def __setattr__(self, name: str, value: Any) -> None:
         self.__getattr__(name)
+        check_value(name, value)
         self._values[name] = value
 
     def __dir__(self) -> list[str]:
@@ -94,9 +96,27 @@ class Config:
 
     def patch(self, **changes: Any) -> _Patch:
         """Change settings inside a ``with`` block or a decorated function; restores on exit."""
-        for name in changes:
+        for name, value in changes.items():
             self.__getattr__(name)
+            check_value(name, value)
         return _Patch(self, changes)
+
+
+def check_value(name: str, value: Any) -> None:
+    """Refuse a value unlike the setting's default: a bool for a switch, an int for a limit,
+    a tuple (or list) of module names for a module list."""
+    default = SETTINGS[name].default
+    if isinstance(default, bool):
+        ok, kind = isinstance(value, bool), "True or False"
+    elif isinstance(default, int):
+        ok, kind = type(value) is int and value >= 0, "an int, 0 or more"
+    elif isinstance(default, tuple):
+        ok = isinstance(value, (tuple, list)) and all(isinstance(v, str) for v in value)
+        kind = "a tuple of module names"
+    else:
+        ok, kind = True, ""
+    if not ok:
+        raise TypeError(f"graphlift.config.{name} must be {kind}, got {value!r}")
 
 
 class _Patch(contextlib.ContextDecorator):

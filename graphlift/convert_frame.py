@@ -54,6 +54,7 @@ class CompileOptions:
     backend: str | Callable
     fullgraph: bool
     dynamic: bool | None
+    recompile_limit: int | None = None  # this compile's own limit; None: config.recompile_limit
 
     def describe(self) -> str:
         backend = self.backend
@@ -68,13 +69,14 @@ class CompileOptions:
 _interned_options: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
-def compile_options(backend: str | Callable, fullgraph: bool,
-                    dynamic: bool | None) -> CompileOptions:
+def compile_options(backend: str | Callable, fullgraph: bool, dynamic: bool | None,
+                    recompile_limit: int | None = None) -> CompileOptions:
     """The shared CompileOptions for these settings."""
-    key = (backend if isinstance(backend, str) else id(backend), bool(fullgraph), dynamic)
+    key = (backend if isinstance(backend, str) else id(backend), bool(fullgraph), dynamic,
+           recompile_limit)
     options = _interned_options.get(key)
     if options is None:
-        options = CompileOptions(backend, bool(fullgraph), dynamic)
+        options = CompileOptions(backend, bool(fullgraph), dynamic, recompile_limit)
         _interned_options[key] = options
     return options
 

@@ -19,6 +19,10 @@ automatic dynamic (the default)       the first compile is static; a later compi
                                       compiles of the code object saw (:class:`ShapeMemory`)
 ====================================  ==============================================================
 
+torch.compile's own markers count as these (:data:`TORCH_MARKERS`, read from the tensor where
+torch's ``mark_dynamic``, ``maybe_mark_dynamic``, ``mark_unbacked`` and ``mark_static`` put them);
+as in torch.compile, a dynamic mark of torch's beats a static one.
+
 Sizes 0 and 1 are always static (the ShapeEnv specializes them: broadcasting makes size 1
 special), so a dynamic dimension's symbol carries the guard ``2 <= size`` and a batch of one gets
 an entry of its own.
@@ -94,6 +98,33 @@ def _marked(t: torch.Tensor, attr: str) -> frozenset[int]:
     return getattr(t, attr, frozenset())
 
 
+# torch.compile's markers on a tensor, read as graphlift's: attribute -> what the dims get.
+TORCH_MARKERS = {
+    "_dynamo_dynamic_indices": "dynamic",  # torch._dynamo.mark_dynamic: specializing is an error
+    # mark_unbacked: graphlift has no unbacked sizes, so a plain dynamic one (0 and 1 still
+    # static), whose specializing is an error, as any guard on an unbacked size is in torch.
+    "_dynamo_unbacked_indices": "dynamic",
+    "_dynamo_weak_dynamic_indices": "maybe",  # maybe_mark_dynamic: may be specialized
+    "_dynamo_static_indices": "static",  # mark_static
+}
+
+
+def marked_dims(t: torch.Tensor) -> tuple[set[int], set[int], set[int]]:
+    """``(dynamic, maybe dynamic, static)`` dimensions of ``t``, graphlift's marks and torch's.
+
+    Dynamic ones may not be specialized (:func:`check_marked_dims`). Of graphlift's own marks the
+    later call wins (each removes the other); a dynamic mark of torch's beats any static mark.
+    """
+    found: dict[str, set[int]] = {"dynamic": set(_marked(t, DYNAMIC_ATTR)), "maybe": set(),
+                                  "static": set(_marked(t, STATIC_ATTR))}
+    rank = max(t.dim(), 1)
+    for attr, kind in TORCH_MARKERS.items():
+        found[kind] |= {dim % rank for dim in getattr(t, attr, ())}
+    torch_dynamic = {dim % rank for attr, kind in TORCH_MARKERS.items() if kind != "static"
+                     for dim in getattr(t, attr, ())}
+    return found["dynamic"], found["maybe"], found["static"] - torch_dynamic
+
+
 # -- automatic dynamic -------------------------------------------------------------------------
 _UNSEEN = object()
 
@@ -141,7 +172,7 @@ class ShapeMemory:
             value = _evaluate(source, params, args)
             if not isinstance(value, torch.Tensor) or value.dim() != len(before):
                 continue
-            static = _marked(value, STATIC_ATTR)
+            static = marked_dims(value)[2]
             for dim, (old, now) in enumerate(zip(before, value.shape)):
                 if old is not None and old != now and dim not in static:
                     lines.append(f"{source.name()}.size()[{dim}]: now {now}, before {old}")
@@ -179,9 +210,8 @@ class ShapePolicy:
             wanted = set(range(value.dim()))
         else:
             wanted = {dim for dim, size in enumerate(merged) if size is None}
-        marked = set(_marked(value, DYNAMIC_ATTR))
-        static = _marked(value, STATIC_ATTR)
-        return (wanted | marked) - static, marked - static
+        marked, maybe, static = marked_dims(value)
+        return (wanted | marked | maybe) - static, marked - static
 
     def scalar_is_dynamic(self, source: Source, value: int | float) -> bool:
         """Whether an int or float input becomes a symbol (a graph input of its own)."""
@@ -489,16 +519,16 @@ def check_marked_dims(output: OutputGraph) -> None:
                                                    symbol, value))
     if problems:
         raise ConstraintViolationError(
-            "\n".join(problems) + "\nRemove the mark_dynamic call, or change the code so that "
-            "it does not depend on the exact size.")
+            "\n".join(problems) + "\nRemove the mark_dynamic call (maybe_mark_dynamic allows "
+            "specializing), or change the code so that it does not depend on the exact size.")
 
 
 def _specialization_report(output: OutputGraph, name: str, symbol: sympy.Symbol,
                            value: sympy.Basic) -> str:
     """Which recorded guards pinned ``symbol`` to ``value``, and where the trace was then."""
     env = output.shape_env
-    lines = [f"{name} was marked dynamic (graphlift.mark_dynamic), but tracing specialized it "
-             f"to the constant {value}:"]
+    lines = [f"{name} was marked dynamic (mark_dynamic), but tracing specialized it to the "
+             f"constant {value}:"]
     records = list(zip(env.guards, output.guard_locations))
     involved = [r for r in records if symbol in r[0].expr.free_symbols] or \
         [r for r in records if isinstance(r[0].expr, sympy.Eq)]

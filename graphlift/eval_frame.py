@@ -8,7 +8,8 @@ function; anything else goes to :func:`_on_miss`::
     def f(x, n=2):                                   # same signature as the user's f
         try:
             __gl_e = __gl_state.head
-            if __gl_e is not None and __gl_e.options is __gl_opts and not __gl_off[0]:
+            if __gl_e is not None and __gl_e.options is __gl_opts and not __gl_off[0] \
+                    and __gl_ts[0]['_stance'] is __gl_ts[1]:
                 try:
                     __gl_hit = __gl_e.check(__gl_fn, __gl_G, x, n)
                 except Exception:                    # a guard that cannot run has failed
@@ -25,6 +26,8 @@ Every name the wrapper adds starts with ``__gl_`` so that it cannot shadow a par
 ``__gl_G`` is ``fn.__globals__``: guards and run functions get the globals from the call.
 ``__gl_off[0]`` counts the threads inside ``graphlift.disable(recursive=True)``: while one is,
 every call takes the miss path, where a disabled thread runs the original function.
+``__gl_ts`` is :data:`graphlift.stance.HIT_PATH`: the test fails while a stance other than
+``default`` is in force (graphlift's or torch's), and the miss path then does what it says.
 
 On a miss the other entries are tried in order (a hit moves to the front), then a new entry is
 compiled and put at the head, unless a recompile limit says the frame should run eagerly.
@@ -44,8 +47,8 @@ from typing import Any
 
 import torch
 
-from graphlift import cache, events, logs, progress
-from graphlift.backends import lookup_backend
+from graphlift import cache, events, logs, progress, stance, trace_rules
+from graphlift.backends import configure
 from graphlift.cache import CacheEntry, ExtraState
 from graphlift.codegen import FrameWrappers
 from graphlift.config import config
@@ -101,38 +104,90 @@ def exit_disabled() -> None:
 
 
 def compile(fn: Callable | None = None, *, backend: str | Callable = "eager",
-            fullgraph: bool = False, dynamic: bool | None = None) -> Callable:
+            fullgraph: bool = False, dynamic: bool | None = None, mode: str | None = None,
+            options: dict[str, Any] | None = None, disable: bool = False,
+            recompile_limit: int | None = None) -> Callable:
     """Compile ``fn``: usable as ``compile(fn)``, ``@compile`` and ``@compile(backend=...)``.
 
-    ``backend`` is ``"eager"``, ``"aot_eager"``, ``"inductor"`` or a callable
-    ``(gm, example_inputs) -> callable``. ``fullgraph=True`` raises :class:`graphlift.Unsupported`
-    instead of running a frame eagerly. ``dynamic=None`` (automatic dynamic) compiles static
-    first, then makes dynamic each size or int that changes between compiles; ``dynamic=True``
-    makes every size and int dynamic from the first compile (sizes 0 and 1 stay static);
-    ``dynamic=False`` never does, ignoring ``mark_dynamic`` too (see
-    :mod:`graphlift.dynamic_shapes`).
+    ``fn`` is a function, a method, an ``nn.Module`` (its calls), or any other callable (a C
+    function such as ``torch.sin``, a ``functools.partial``): those get a frame of their own
+    that calls them, as torch.compile gives them. ``backend`` is ``"eager"``, ``"aot_eager"``,
+    ``"inductor"`` or a callable ``(gm, example_inputs) -> callable``. ``mode`` and ``options``
+    reach the backend as torch.compile passes them (:func:`graphlift.backends.configure`).
+    ``fullgraph=True`` raises :class:`graphlift.Unsupported` instead of running a frame eagerly.
+    ``dynamic=None`` (automatic dynamic) compiles static first, then makes dynamic each size or
+    int that changes between compiles; ``dynamic=True`` makes every size and int dynamic from the
+    first compile (sizes 0 and 1 stay static); ``dynamic=False`` never does, ignoring
+    ``mark_dynamic`` too (see :mod:`graphlift.dynamic_shapes`). ``recompile_limit`` replaces
+    ``config.recompile_limit`` for this compile. ``disable=True`` compiles nothing: ``fn`` comes
+    back unchanged. Every setting is checked here, not at the first call.
     """
-    lookup_backend(backend)  # an unknown name fails here, not on the first call
-    options = compile_options(backend, fullgraph, dynamic)
+    _check_settings(fullgraph, dynamic, disable, recompile_limit)
+    backend = configure(backend, mode, options)  # an unknown name fails here too
+    if disable:
+        return fn if fn is not None else _unchanged
+    compile_settings = compile_options(backend, fullgraph, dynamic, recompile_limit)
     if fn is None:
-        return functools.partial(_compile, options=options)
-    return _compile(fn, options)
+        return functools.partial(_compile, options=compile_settings)
+    return _compile(fn, compile_settings)
+
+
+def _check_settings(fullgraph: Any, dynamic: Any, disable: Any, recompile_limit: Any) -> None:
+    """Refuse what torch.compile would misread (``fullgraph="yes"`` is truthy, not a setting)."""
+    for name, value in (("fullgraph", fullgraph), ("disable", disable)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be True or False, got {value!r}")
+    if dynamic is not None and not isinstance(dynamic, bool):
+        raise TypeError(f"dynamic must be None (automatic dynamic), True or False, "
+                        f"got {dynamic!r}")
+    if recompile_limit is not None and (type(recompile_limit) is not int or
+                                        recompile_limit < 1):
+        raise TypeError(f"recompile_limit must be a positive int or None (config."
+                        f"recompile_limit), got {recompile_limit!r}")
+
+
+def _unchanged(fn: Callable) -> Callable:
+    """``compile(disable=True)`` as a decorator."""
+    return fn
 
 
 def _compile(fn: Callable, options: CompileOptions) -> Callable:
     if isinstance(fn, OptimizedModule):
         fn = fn._orig_mod  # compiled again: the module itself, with the new options
     fn = getattr(fn, WRAPPED_ATTR, fn)
+    while (original := trace_rules.torch_original(fn)) is not None:
+        fn = original  # torch's wrappers: torch.compile(torch.compiler.disable(f)) compiles f
     if isinstance(fn, types.FunctionType) and DISABLED_ATTR in fn.__dict__:
         return fn  # graphlift.disable: it always runs eagerly
     if isinstance(fn, types.MethodType):
+        if fn.__func__ in _MODULE_CALLS and isinstance(fn.__self__, torch.nn.Module):
+            return OptimizedModule(fn.__self__, options).forward  # module.compile() compiles this
         return types.MethodType(_compile(fn.__func__, options), fn.__self__)
     if isinstance(fn, torch.nn.Module):
         return _compile_module(fn, options)
-    if not isinstance(fn, types.FunctionType):
-        raise TypeError(f"graphlift.compile expects a Python function, method or nn.Module, "
-                        f"got {type(fn).__name__}")
-    return make_wrapper(fn, options)
+    if isinstance(fn, types.FunctionType):
+        return make_wrapper(fn, options)
+    if callable(fn):
+        return make_wrapper(_frame_calling(fn), options)
+    raise TypeError(f"graphlift.compile expects a callable, got {type(fn).__name__}")
+
+
+# A module's bound __call__ or _call_impl: compiled as the module's calls, hooks and all.
+_MODULE_CALLS = (torch.nn.Module.__call__, torch.nn.Module._call_impl)
+
+
+def _frame_calling(target: Callable) -> types.FunctionType:
+    """A new Python function that calls ``target``: the frame compiled for a C function, a
+    ``functools.partial`` or a callable object, which have no frame of their own.
+
+    Its code object is made here, so that its cache and recompile count are its own.
+    """
+    name = getattr(target, "__name__", None) or type(target).__name__
+    safe = name if name.isidentifier() else "compiled_call"
+    source = f"def {safe}(*args, **kwargs):\n    return __gl_target(*args, **kwargs)\n"
+    namespace: dict[str, Any] = {"__gl_target": target}
+    exec(builtins.compile(source, f"<graphlift call of {name}>", "exec"), namespace)  # noqa: S102
+    return namespace[safe]
 
 
 def _compile_module(module: torch.nn.Module, options: CompileOptions) -> torch.nn.Module:
@@ -141,8 +196,12 @@ def _compile_module(module: torch.nn.Module, options: CompileOptions) -> torch.n
 
 
 def _call_module(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
-    """What a compiled module call runs: the module's own ``__call__`` (hooks, forward)."""
-    return self(*args, **kwargs)
+    """What a compiled module call runs: what calling the module runs (hooks, forward).
+
+    ``_call_impl``, not ``self(...)``: run eagerly, it must not go back through the module's
+    ``_compiled_call_impl`` (``module.compile()``), which leads here.
+    """
+    return self._call_impl(*args, **kwargs)
 
 
 class OptimizedModule(torch.nn.Module):
@@ -226,9 +285,16 @@ def compiled_module_call(module: torch.nn.Module, options: CompileOptions) -> Ca
     """
     forward = type(module).forward
     if "forward" in module.__dict__ or not isinstance(forward, types.FunctionType) or \
-            _has_hooks(module):
+            _has_hooks(module) or not _plain_call(module):
         return module
     return functools.partial(compiled_wrapper(forward, options), module)
+
+
+def _plain_call(module: torch.nn.Module) -> bool:
+    """Whether calling ``module`` is ``Module.__call__``, not a class's own (or a disabled) one."""
+    cls = type(module)
+    return cls.__call__ is torch.nn.Module.__call__ and \
+        cls._call_impl is torch.nn.Module._call_impl
 
 
 def _has_hooks(module: torch.nn.Module) -> bool:
@@ -268,6 +334,7 @@ def make_wrapper(fn: types.FunctionType, options: CompileOptions) -> Callable:
         "__gl_state": state,
         "__gl_opts": options,
         "__gl_off": _disabled_threads,
+        "__gl_ts": stance.HIT_PATH,
         FN_NAME: fn,
         GLOBALS_NAME: fn.__globals__,
         "__gl_miss": functools.partial(_on_miss, fn, state, options,
@@ -279,7 +346,8 @@ def make_wrapper(fn: types.FunctionType, options: CompileOptions) -> Callable:
         f"def {_safe_name(fn)}({_parameter_list(fn, namespace)}):\n"
         f"    try:\n"
         f"        __gl_e = __gl_state.head\n"
-        f"        if __gl_e is not None and __gl_e.options is __gl_opts and not __gl_off[0]:\n"
+        f"        if __gl_e is not None and __gl_e.options is __gl_opts and not __gl_off[0] \\\n"
+        f"                and __gl_ts[0]['_stance'] is __gl_ts[1]:\n"
         f"            try:\n"
         f"                __gl_hit = __gl_e.check({params})\n"
         f"            except Exception:\n"
@@ -426,11 +494,18 @@ def _on_miss(fn: types.FunctionType, state: ExtraState, options: CompileOptions,
         if _disabled.depth:
             return run_eagerly(*args)  # this one: nothing it calls is compiled
         first = 0  # another one: the fast path did not try the head
+    if not stance.fast_path_open():
+        first = 0  # a stance was set: the fast path did not try the head either
+    now = stance.current()
+    if now.force_eager:
+        return run_eagerly(*args)
+    options = now.options_for(options)  # force_backend
     entry = _lookup(state, options, args, first)
     if entry is None:
         with state.lock:
             # Another thread may have compiled, or hit a limit, while this one waited.
-            entry = _lookup(state, options, args, 0) or _compile_entry(fn, state, options, args)
+            entry = _lookup(state, options, args, 0) or \
+                _compile_entry(fn, state, options, args, now)
     if entry is None:
         return run_eagerly(*args)
     return entry.run(*args)
@@ -453,8 +528,9 @@ def _lookup(state: ExtraState, options: CompileOptions, args: tuple,
 
 
 def _compile_entry(fn: types.FunctionType, state: ExtraState, options: CompileOptions,
-                   args: tuple) -> CacheEntry | None:
-    """A new head entry for this call, or None where a limit says to run eagerly."""
+                   args: tuple, now: stance.Stance) -> CacheEntry | None:
+    """A new head entry for this call, or None where a limit or the stance ``now`` says to run
+    eagerly."""
     state.stats.misses += 1
     if state.run_only:
         return None
@@ -462,6 +538,9 @@ def _compile_entry(fn: types.FunctionType, state: ExtraState, options: CompileOp
     reasons = _failure_reasons(state, options, args)
     if entries and not (_may_recompile(fn, state, options, reasons, args)
                         and _under_accumulated_limit(fn, state, options, reasons)):
+        return None
+    options = stance.options_to_compile(now, fn, state, options, args, reasons)
+    if options is None:
         return None
     try:
         with progress.compiling(f"{fn.__qualname__} ({state.location})") as timing:
@@ -555,8 +634,9 @@ def _may_recompile(fn: types.FunctionType, state: ExtraState, options: CompileOp
     if config.error_on_recompile:
         raise RecompileError(f"Recompiling function {fn.__name__} in {state.location} "
                              f"(error_on_recompile=True)\n" + _reason_lines(reasons))
-    if _entries_counted(fn, state, args) >= config.recompile_limit:
-        _hit_limit(fn, state, options, "recompile_limit", config.recompile_limit, reasons)
+    limit = options.recompile_limit or config.recompile_limit
+    if _entries_counted(fn, state, args) >= limit:
+        _hit_limit(fn, state, options, "recompile_limit", limit, reasons)
         return False
     if logs.enabled("recompiles"):
         logs.emit("recompiles", f"Recompiling function {fn.__name__} in {state.location}\n"
@@ -625,6 +705,10 @@ def _hit_limit(fn: types.FunctionType, state: ExtraState, options: CompileOption
 
 # -- public queries ----------------------------------------------------------------------------
 def _code_of(fn: Callable) -> types.CodeType:
+    if isinstance(fn, torch.nn.Module) and fn.__dict__.get("_compiled_call_impl") is not None:
+        fn = fn.__dict__["_compiled_call_impl"]  # module.compile(): its compiled calls
+    if isinstance(fn, types.MethodType) and isinstance(fn.__self__, OptimizedModule):
+        fn = fn.__self__  # what compiling a module's __call__ or _call_impl gives
     fn = getattr(fn, WRAPPED_ATTR, fn)
     if isinstance(fn, types.MethodType):
         fn = getattr(fn.__func__, WRAPPED_ATTR, fn.__func__)
@@ -649,3 +733,4 @@ def stats(fn: Callable) -> cache.Stats:
 def reset() -> None:
     """Clear every cache entry, counter and limit state in the process."""
     cache.reset_all()
+    stance.reset()

@@ -17,9 +17,16 @@ Every call the translator sees gets one decision, made by :func:`lookup` from th
 
 ``lookup(fn)`` returns a :class:`Decision` naming the :class:`Rule` row that decided, so a graph
 break can say which rule skipped the call and how to overrule it. The user's overrides come first
-(:func:`graphlift.disable`, :func:`graphlift.allow_in_graph`), then the rows that recognise the
-object itself (polyfills, builtins, torch ops), then the rows that go by the module that defined
+(:func:`graphlift.disable`, :func:`graphlift.allow_in_graph`, and torch's own
+``torch.compiler.disable``, ``allow_in_graph`` and ``torch._dynamo.disallow_in_graph``, read from
+the marks they leave; disallowed beats allowed, as in torch), then the rows
+that recognise the object itself (torch.compile's markers such as ``is_compiling`` and
+``graph_break``, polyfills, builtins, torch ops), then the rows that go by the module that defined
 it, where ``config.skip_modules`` and ``config.inline_modules`` come first.
+
+torch's marks are read, never made: graphlift does not import ``torch._dynamo`` (it takes most of
+a second), so its registries are looked up in ``sys.modules`` and count only once the program
+has loaded them (which it has, if it called ``torch.compiler.disable`` or ``allow_in_graph``).
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ import torch
 from graphlift.config import config
 from graphlift.exc import Unsupported
 from graphlift.graph_break import graph_break
-from graphlift.polyfills import call_original, polyfill_for
+from graphlift.polyfills import CONSTANT_FOLDABLE, call_original, compiler, polyfill_for
 
 # -- what the variables layer models (read by the rules below) ------------------------------
 # Builtins that may be called for real when every argument is a constant.
@@ -131,14 +138,28 @@ _INLINE_MODULES_HINT = ("add its module to graphlift.config.inline_modules to tr
 # User overrides.
 DISABLED = Rule("disabled", Kind.SKIP, "disabled by the user (graphlift.disable)",
                 "remove graphlift.disable to trace it")
+TORCH_DISABLED = Rule("torch_disabled", Kind.SKIP, "disabled by the user (torch.compiler.disable)",
+                      "remove torch.compiler.disable to trace it")
+TORCH_DISALLOWED = Rule("torch_disallowed", Kind.SKIP,
+                        "kept out of the graph by the user (torch._dynamo.disallow_in_graph)",
+                        "remove torch._dynamo.disallow_in_graph to put it in the graph")
 ALLOW_IN_GRAPH = Rule("allow_in_graph", Kind.GRAPH,
-                      "allowed in the graph by the user (graphlift.allow_in_graph): one opaque "
-                      "node, its body is not traced")
+                      "allowed in the graph by the user (graphlift.allow_in_graph or "
+                      "torch.compiler.allow_in_graph): one opaque node, its body is not traced")
 # Per-object rows.
-FORCED_BREAK = Rule("graph_break", Kind.SKIP, "graphlift.graph_break() asks for a break here",
-                    "remove graphlift.graph_break() to capture one graph")
 COMPILED_FUNCTION = Rule("compiled_function", Kind.INLINE,
-                         "a graphlift.compile wrapper: its original function is inlined")
+                         "a graphlift.compile or torch.compile wrapper: its original function is "
+                         "inlined")
+FORCED_BREAK = Rule("graph_break", Kind.SKIP,
+                    "it asks for a graph break here (graphlift.graph_break, "
+                    "torch._dynamo.graph_break)", "remove the call to capture one graph")
+TORCH_MARKER = Rule("torch_marker", Kind.POLYFILL,
+                    "a torch.compile query or marker, answered as in compiled code "
+                    "(is_compiling() is True)")
+TORCH_FORBIDDEN = Rule("torch_forbidden", Kind.SKIP,
+                       "torch.compile forbids it in a compiled region (set_stance, mark_dynamic); "
+                       "it runs eagerly at a graph break",
+                       "call it before calling the compiled function")
 POLYFILLED = Rule("polyfill", Kind.POLYFILL,
                   "a C function with a pure-Python stand-in in graphlift.polyfills")
 POLYFILL_DECLINED = Rule("polyfill_declined", Kind.SKIP,
@@ -203,7 +224,8 @@ C_FUNCTION = Rule("c_function", Kind.SKIP,
 USER_CODE = Rule("user_code", Kind.INLINE, "user code is traced")
 
 # Every rule, for reports and tests (names are unique).
-RULES = (DISABLED, ALLOW_IN_GRAPH, COMPILED_FUNCTION, POLYFILLED, POLYFILL_DECLINED,
+RULES = (DISABLED, TORCH_DISABLED, TORCH_DISALLOWED, ALLOW_IN_GRAPH, COMPILED_FUNCTION,
+         FORCED_BREAK, TORCH_MARKER, TORCH_FORBIDDEN, POLYFILLED, POLYFILL_DECLINED,
          MODELLED_CLASS, IO_BUILTIN, PYTHON_BUILTIN, UNHANDLED_BUILTIN, CONSTANT_CLASS_METHOD,
          PURE_C_FUNCTION, TORCH_GLOBAL_STATE, TENSOR_METHOD, TORCH_OP, C_METHOD, CONFIG_SKIP,
          CONFIG_INLINE, GRAPHLIFT_POLYFILLS, GRAPHLIFT, TORCH_INLINE, TORCH_CLASS,
@@ -254,6 +276,33 @@ THIRD_PARTY_SKIP = frozenset({
     "networkx", "omegaconf", "hydra", "yaml", "PIL",  # configs, graphs, files
 })
 
+# torch.compile's own markers, matched by identity: (module, name) -> the decision for a call.
+# Their modules are read from sys.modules, never imported (see the module docstring).
+_QUERY = functools.partial(Decision, Kind.POLYFILL, TORCH_MARKER)
+TORCH_MARKERS: dict[tuple[str, str], Decision] = {
+    ("torch.compiler", "is_compiling"): _QUERY(compiler.is_compiling),  # True in compiled code
+    ("torch.compiler", "is_dynamo_compiling"): _QUERY(compiler.is_compiling),  # same
+    ("torch.compiler", "is_exporting"): _QUERY(compiler.is_exporting),  # never exporting
+    ("torch._utils", "is_compiling"): _QUERY(compiler.is_compiling),  # the old spelling
+    ("torch._dynamo.external_utils", "is_compiling"): _QUERY(compiler.is_compiling),
+    ("torch._dynamo.decorators", "graph_break"): Decision(Kind.SKIP, FORCED_BREAK),
+    ("torch._dynamo.decorators", "mark_static"): _QUERY(compiler.mark_static),  # specializes
+}
+TORCH_FORBIDDEN_ATTR = "_dynamo_forbidden"  # torch's mark on set_stance, mark_dynamic, ...
+TORCH_DISABLED_ATTR = "_torchdynamo_disable"  # torch.compiler.disable's mark on its wrapper
+TORCH_DISABLED_MSG_ATTR = "_torchdynamo_disable_msg"  # disable(reason=...)
+TORCH_ORIGINAL_ATTR = "_torchdynamo_orig_callable"  # on torch.compile's and disable's wrappers
+TORCH_WRAPPER_ID_ATTR = "_torchdynamo_wrapper_id"  # id() of the wrapper that set the one above
+TORCH_TRACE_RULES = "torch._dynamo.trace_rules"  # holds allow_in_graph's and disallow's ids
+TORCH_ALLOWED_IDS = "_allowed_callable_ids"  # torch._dynamo.allow_in_graph adds, disallow removes
+TORCH_DISALLOWED_IDS = "_disallowed_callable_ids"  # disallow_in_graph adds, allow_in_graph removes
+TORCH_POLYFILLED = "torch._dynamo.variables.functions"  # holds substitute_in_graph's stand-ins
+# The code of the wrappers torch._disable_dynamo makes (torch disables its optimizers' step, and
+# torch.manual_seed once torch._dynamo is imported, with it): disabled functions too, as under
+# torch.compile. The one mechanism for them: stateful_reason sees through the wrapper first, so
+# manual_seed is decided the same whether torch._dynamo was imported or not.
+_TORCH_DISABLE_DYNAMO_CODE = torch._disable_dynamo(lambda: None).__code__
+
 _BUILTINS = {id(v): v for v in vars(builtins).values()}
 _PURE_C_MODULES = frozenset({"math", "cmath", "operator", "_operator"})
 
@@ -262,17 +311,12 @@ _allowed: dict[int, Callable] = {}
 _fakes: dict[int, Callable] = {}
 DISABLED_ATTR = "_graphlift_disabled"  # on a graphlift.disable wrapper (eval_frame's name)
 COMPILED_ATTR = "_graphlift_fn"  # on a graphlift.compile wrapper (eval_frame.WRAPPED_ATTR)
-# torch._dynamo, once imported, wraps some torch functions (torch.manual_seed) in this function's
-# code: such a wrapper is decided as the function it wraps, whether torch.compile ran or not.
-_DYNAMO_DISABLE_CODE = torch._compile._disable_dynamo(len).__code__
 
 
 # -- lookup --------------------------------------------------------------------------------------
 def lookup(fn: Any) -> Decision:
     """The decision for calling ``fn`` while tracing, and the rule that made it."""
-    if isinstance(fn, types.FunctionType) and fn.__code__ is _DYNAMO_DISABLE_CODE:
-        return lookup(fn.__wrapped__)
-    decision = _override(fn)
+    decision = override(fn)
     if decision is not None:
         return decision
     if isinstance(fn, types.MethodType):  # a bound method is decided by its function
@@ -286,24 +330,98 @@ def lookup(fn: Any) -> Decision:
     return _by_module(fn, module_of(fn))
 
 
-def _override(fn: Any) -> Decision | None:
+def override(fn: Any) -> Decision | None:
+    """The user's decision for ``fn``, if any: disabled, allowed in the graph, or compiled."""
     reason = _safe_getattr(fn, DISABLED_ATTR)
     if reason is not None:
         return Decision(Kind.SKIP, DISABLED, detail=reason)
-    if id(fn) in _allowed:
+    if _safe_getattr(fn, TORCH_DISABLED_ATTR):
+        return Decision(Kind.SKIP, TORCH_DISABLED,
+                        detail=_safe_getattr(fn, TORCH_DISABLED_MSG_ATTR) or "")
+    # Before allowed, as in torch's lookup. torch disallows its own graph_break this way too:
+    # its rows in TORCH_MARKERS say more (a forced break).
+    if _in_torch_registry(TORCH_DISALLOWED_IDS, fn) and _torch_marker(fn) is None:
+        return Decision(Kind.SKIP, TORCH_DISALLOWED)
+    if is_overridden(fn):
         return Decision(Kind.GRAPH, ALLOW_IN_GRAPH)
-    original = _safe_getattr(fn, COMPILED_ATTR)
+    original = _safe_getattr(fn, COMPILED_ATTR) or torch_original(fn)
     if original is not None:
         return Decision(Kind.INLINE, COMPILED_FUNCTION, target=original)
     return None
 
 
+def original_attr(wrapper: Any) -> str:
+    """The attribute of a compile wrapper that holds its function (guards read it there)."""
+    return COMPILED_ATTR if _safe_getattr(wrapper, COMPILED_ATTR) is not None \
+        else TORCH_ORIGINAL_ATTR
+
+
+def torch_original(fn: Any) -> Any:
+    """The function a torch.compile (or torch.compiler.disable) wrapper wraps, else None.
+
+    Only the wrapper that made the mark counts: ``functools.wraps`` copies it onto wrappers of
+    the wrapper, whose id then differs (as torch's own ``innermost_fn`` checks).
+    """
+    original = _safe_getattr(fn, TORCH_ORIGINAL_ATTR)
+    if original is None or _safe_getattr(fn, TORCH_WRAPPER_ID_ATTR) != id(fn):
+        return None
+    return original
+
+
+def torch_substitute(fn: Any) -> Callable | None:
+    """The stand-in a user gave ``torch.compiler.substitute_in_graph`` for ``fn``, if any.
+
+    torch's registry also holds torch's own stand-ins (for builtins, itertools...), written for
+    torch.compile's tracer: those are left out, graphlift has its own.
+    """
+    functions = sys.modules.get(TORCH_POLYFILLED)
+    if functions is None or not _hashable(fn):
+        return None
+    handler = functions.PolyfilledFunctionVariable._get_polyfill_handlers().get(fn)
+    stand_in = getattr(handler, "__torch_dynamo_polyfill__", None)
+    if stand_in is None or _prefix_match(module_of(stand_in) or "", ("torch",)):
+        return None
+    return stand_in
+
+
+def constant_foldable(fn: Any) -> bool:
+    """Whether calls of ``fn`` on constants run for real (``can_constant_fold_through``)."""
+    if not _hashable(fn):
+        return False
+    if fn in CONSTANT_FOLDABLE:
+        return True
+    functions = sys.modules.get(TORCH_POLYFILLED)
+    handler = functions.PolyfilledFunctionVariable._get_polyfill_handlers().get(fn) \
+        if functions is not None else None
+    return bool(getattr(handler, "__torch_dynamo_can_constant_fold_through__", False))
+
+
+def _torch_marker(fn: Any) -> Decision | None:
+    """torch.compile's markers: forbidden callables, and the rows of :data:`TORCH_MARKERS`."""
+    if not isinstance(fn, (types.FunctionType, type)):
+        return None
+    if getattr(fn, "__code__", None) is _TORCH_DISABLE_DYNAMO_CODE:
+        return Decision(Kind.SKIP, TORCH_DISABLED, detail="torch._disable_dynamo, inside torch")
+    if vars(fn).get(TORCH_FORBIDDEN_ATTR):
+        return Decision(Kind.SKIP, TORCH_FORBIDDEN, detail=_name(fn))
+    module_name = module_of(fn)
+    decision = TORCH_MARKERS.get((module_name, fn.__qualname__))
+    if decision is None or getattr(sys.modules.get(module_name), fn.__name__, None) is not fn:
+        return None
+    return decision
+
+
 def _by_object(fn: Any) -> Decision | None:
     """Rules that recognise the object itself (before its module is considered)."""
-
     if fn is graph_break:  # before the row for graphlift's own module
         return Decision(Kind.SKIP, FORCED_BREAK)
-    polyfill = polyfill_for(fn) if config.use_polyfills else None
+    stateful = stateful_reason(fn)  # before torch's markers: torch._dynamo disables manual_seed
+    if stateful is not None:
+        return Decision(Kind.SKIP, TORCH_GLOBAL_STATE, detail=stateful)
+    marker = _torch_marker(fn)
+    if marker is not None:
+        return marker
+    polyfill = (polyfill_for(fn) or torch_substitute(fn)) if config.use_polyfills else None
     if _hashable(fn) and fn in IO_BUILTINS:
         return Decision(Kind.SKIP, IO_BUILTIN)
     if is_handled_builtin(fn):
@@ -327,9 +445,6 @@ def _by_object(fn: Any) -> Decision | None:
     if isinstance(fn, types.BuiltinFunctionType) and \
             getattr(fn, "__module__", None) in _PURE_C_MODULES:
         return Decision(Kind.BUILTIN, PURE_C_FUNCTION)
-    stateful = stateful_reason(fn)
-    if stateful is not None:
-        return Decision(Kind.SKIP, TORCH_GLOBAL_STATE, detail=stateful)
     if isinstance(fn, types.BuiltinFunctionType) and owner is not None and \
             not isinstance(owner, (types.ModuleType, type)):
         return Decision(Kind.SKIP, C_METHOD, detail=f"bound to a {type(owner).__name__} object")
@@ -425,8 +540,16 @@ def is_third_party(value: Any) -> bool:
 
 
 def is_overridden(fn: Any) -> bool:
-    """Whether ``fn`` (an object, not a function) was given to allow_in_graph."""
-    return id(fn) in _allowed
+    """Whether ``fn`` was given to graphlift's or torch's allow_in_graph."""
+    return id(fn) in _allowed or _in_torch_registry(TORCH_ALLOWED_IDS, fn)
+
+
+def _in_torch_registry(registry: str, fn: Any) -> bool:
+    """Whether ``fn``'s id is in one of torch._dynamo.trace_rules' id sets (read, never made:
+    a set torch has not filled yet holds nothing)."""
+    torch_rules = sys.modules.get(TORCH_TRACE_RULES)
+    ids = getattr(getattr(torch_rules, registry, None), "function_ids", None)
+    return bool(ids) and id(fn) in ids
 
 
 def is_modelled_builtin(fn: Any) -> bool:
@@ -476,12 +599,13 @@ def skip_error(fn: Any, decision: Decision) -> Unsupported:
 
     ``fn`` is the callable, or its name when only that is known.
     """
-    if decision.rule is FORCED_BREAK:
-        return Unsupported("graphlift.graph_break() was called", break_type="forced",
-                           hints=(FORCED_BREAK.hint,))
-    if decision.rule is DISABLED:
+    if decision.rule in (DISABLED, TORCH_DISABLED):
         reason = f": {decision.detail}" if decision.detail else ""
-        explanation = f"{_name(fn)}() is disabled by the user (graphlift.disable){reason}"
+        api = "graphlift.disable" if decision.rule is DISABLED else "torch.compiler.disable"
+        explanation = f"{_name(fn)}() is disabled by the user ({api}){reason}"
+    elif decision.rule is FORCED_BREAK:
+        return Unsupported(f"{_name(fn)}() was called", break_type="forced",
+                           hints=(FORCED_BREAK.hint,))
     else:
         explanation = f"{_name(fn)}() skipped by trace rule {decision.rule.name!r}: " \
                       f"{decision.rule.why}" + (f" ({decision.detail})" if decision.detail else "")

@@ -181,8 +181,8 @@ def test_mark_dynamic_on_a_dimension_that_tracing_specializes_raises():
     message = str(info.value)
     line = only_eight.__code__.co_firstlineno + 1
     assert message.splitlines()[:2] == [
-        "L['x'].size()[0] was marked dynamic (graphlift.mark_dynamic), but tracing specialized "
-        "it to the constant 8:",
+        "L['x'].size()[0] was marked dynamic (mark_dynamic), but tracing specialized it to the "
+        "constant 8:",
         f"  - L['x'].size()[0] == 8, assumed at {__file__}:{line} (if x.shape[0] == 8:  # a "
         f"branch on the size: specializes it)",
     ]

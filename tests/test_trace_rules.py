@@ -98,8 +98,11 @@ def test_lookup_of_a_bound_method_is_decided_by_its_function():
 
     assert trace_rules.lookup(Box().grow).rule is trace_rules.USER_CODE
     assert trace_rules.lookup(logging.getLogger("x").info).rule is trace_rules.STDLIB
+    handle = torch.nn.Linear(1, 1).register_forward_hook(lambda *args: None)
+    assert trace_rules.lookup(handle.remove).rule is trace_rules.TORCH_BOUND_METHOD
     optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
-    assert trace_rules.lookup(optimizer.zero_grad).rule is trace_rules.TORCH_BOUND_METHOD
+    # torch disables its optimizers' zero_grad and step itself (torch._disable_dynamo).
+    assert trace_rules.lookup(optimizer.zero_grad).rule is trace_rules.TORCH_DISABLED
 
 
 def test_lookup_names_the_stand_in():

@@ -112,6 +112,11 @@ POLYFILLS: dict[Any, Callable] = {
 }
 
 
+# Originals whose calls on constant arguments run for real instead of through the stand-in
+# (substitute_in_graph(..., can_constant_fold_through=True)).
+CONSTANT_FOLDABLE: set[Any] = set()
+
+
 def polyfill_for(fn: Any) -> Callable | None:
     """The stand-in registered for ``fn``, or None."""
     try:
@@ -120,4 +125,14 @@ def polyfill_for(fn: Any) -> Callable | None:
         return None
 
 
-__all__ = ["POLYFILLS", "call_original", "polyfill_for"]
+def add_polyfill(original: Any, stand_in: Callable, constant_fold: bool = False) -> None:
+    """Add a row to :data:`POLYFILLS` (``graphlift.substitute_in_graph``); one per original."""
+    existing = polyfill_for(original)
+    if existing is not None:
+        raise ValueError(f"{original!r} already has a stand-in: {existing!r}")
+    POLYFILLS[original] = stand_in
+    if constant_fold:
+        CONSTANT_FOLDABLE.add(original)
+
+
+__all__ = ["CONSTANT_FOLDABLE", "POLYFILLS", "add_polyfill", "call_original", "polyfill_for"]

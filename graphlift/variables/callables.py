@@ -68,8 +68,8 @@ def wrap_callable(tx: InstructionTranslator, value: Any,
     if isinstance(value, types.MethodType):
         fn = _wrap_part(tx, value.__func__, source, "__func__")
         return UserMethodVariable(fn, _wrap_part(tx, value.__self__, source, "__self__"))
-    if decision.target is not None:  # a graphlift.compile wrapper: its original function
-        return _wrap_part(tx, decision.target, source, trace_rules.COMPILED_ATTR)
+    if decision.target is not None:  # a compile wrapper (graphlift's, torch's): its function
+        return _wrap_part(tx, decision.target, source, trace_rules.original_attr(value))
     if not isinstance(value, types.FunctionType):
         return SkippedFunctionVariable(value, Decision(Kind.SKIP, trace_rules.C_FUNCTION), source)
     return UserFunctionVariable(value, source)
@@ -140,6 +140,9 @@ class PolyfillVariable(VariableTracker):
         return super().as_constant()
 
     def call(self, tx, args, kwargs):
+        if trace_rules.constant_foldable(self.original) and \
+                all(value.is_constant() for value in [*args, *kwargs.values()]):
+            return self._fold(args, kwargs)
         if getattr(self.polyfill, "_graphlift_lazy", False):
             return make_lazy_iterator(self.polyfill, args, kwargs)
         if isinstance(self.polyfill, type):
@@ -148,6 +151,15 @@ class PolyfillVariable(VariableTracker):
         if isinstance(result, GeneratorVariable):
             result.stand_for(self.original)  # itertools.chain(...) is a chain to the program
         return result
+
+    def _fold(self, args, kwargs) -> VariableTracker:
+        """The original called for real on constants (``can_constant_fold_through``)."""
+        try:
+            value = self.original(*(a.as_constant() for a in args),
+                                  **{k: v.as_constant() for k, v in kwargs.items()})
+        except Exception as error:
+            raise raise_real(error) from error
+        return wrap_constant(value)
 
     def var_getattr(self, tx, name):
         try:

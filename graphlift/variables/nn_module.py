@@ -312,6 +312,11 @@ def _named(method: str, with_names: bool) -> Callable:
     return handler
 
 
+def _module_call(tx, self: NNModuleVariable, args, kwargs) -> VariableTracker:
+    """``self._call_impl(*args)``: what calling the module does (hooks, then forward)."""
+    return self.call(tx, args, kwargs)
+
+
 def _children(tx, self: NNModuleVariable, args, kwargs) -> VariableTracker:
     return _iterator([self.member(tx, "_modules", k) for k, v in self.module._modules.items()
                       if v is not None])
@@ -387,6 +392,8 @@ NATIVE_METHODS: dict[Any, Callable] = {
     _M.modules: _named("named_modules", with_names=False),  # pinned submodules, self first
     _M.named_modules: _named("named_modules", with_names=True),
     _M.children: _children,
+    _M._call_impl: _module_call,  # what graphlift's compiled module calls and module.compile() run
+    _M.__call__: _module_call,  # self.__call__(x): torch.compile(model.__call__) compiles this
     _M.named_children: _named("named_children", with_names=True),
     _ML.__dict__["__len__"]: _len,  # len(self.layers)
     _ML.__dict__["__iter__"]: _values,  # for layer in self.layers

@@ -96,8 +96,12 @@ def bind_class_attr(tx, obj: VariableTracker, cls: type, name: str, attr: Any,
                               break_type="user_exception")
         return UserFunctionVariable(attr.fget).call(tx, [obj], {})
     if isinstance(attr, types.FunctionType):
-        fn = tx.builder.wrap(attr, attr_source) if attr_source is not None \
-            else UserFunctionVariable(attr)
+        if attr_source is not None:
+            fn = tx.builder.wrap(attr, attr_source)
+        elif trace_rules.override(attr) is not None:  # a disabled method: a break when called
+            fn = tx.wrap_unguarded(attr)
+        else:
+            fn = UserFunctionVariable(attr)
         return UserMethodVariable(fn, obj)
     if hasattr(type(attr), "__get__") and not is_constant_value(attr):
         raise Unsupported(f"descriptor {cls.__qualname__}.{name} of type "
@@ -238,6 +242,9 @@ def _make_object(tx, cls: type, args, kwargs):
         raise Unsupported(f"{cls.__qualname__} defines __new__; not traced")
     obj = UserObjectVariable(None, cls=cls)
     init = lookup_class_attr(cls, "__init__")
+    disabled = trace_rules.override(init)  # torch.compiler.disable(cls) disables __init__
+    if disabled is not None and disabled.kind is trace_rules.Kind.SKIP:
+        raise trace_rules.skip_error(init, disabled)
     if isinstance(init, types.FunctionType):
         UserFunctionVariable(init).call(tx, [obj, *args], kwargs)
     elif args or kwargs:
