@@ -23,6 +23,8 @@ def scale(x, n):
 
 
 LOCATION = f"{scale.__code__.co_filename}:{scale.__code__.co_firstlineno}"
+# What each reason names after the guard: the line of scale that read n.
+READ_AT = f"  # return x * n  at {scale.__code__.co_filename}:{scale.__code__.co_firstlineno + 1}"
 
 
 def check_same(compiled_fn, fn, *args):
@@ -58,7 +60,7 @@ def test_changing_an_int_recompiles_and_logs_the_reason(recompile_logs):
     assert message.splitlines() == [
         f"Recompiling function scale in {LOCATION}",
         "    triggered by the following guard failure(s):",
-        "    - 0/0: L['n'] == 3 (now 4)",
+        "    - 0/0: L['n'] == 3 (now 4)" + READ_AT,
     ]
 
 
@@ -69,8 +71,8 @@ def test_one_reason_line_per_entry_in_lookup_order(recompile_logs):
         check_same(compiled, scale, x, n)
     last = messages(recompile_logs, "graphlift.recompiles")[-1]
     assert last.splitlines()[2:] == [
-        "    - 0/1: L['n'] == 2 (now 3)",
-        "    - 0/0: L['n'] == 1 (now 3)",
+        "    - 0/1: L['n'] == 2 (now 3)" + READ_AT,
+        "    - 0/0: L['n'] == 1 (now 3)" + READ_AT,
     ]
 
 
@@ -103,7 +105,7 @@ def test_ninth_distinct_int_hits_the_limit_with_the_warning(recompile_logs):
     assert lines[:3] == [
         "graphlift hit config.recompile_limit (8)",
         f"   function: 'scale' ({LOCATION})",
-        "   last reason: 0/7: L['n'] == 8 (now 9)",
+        "   last reason: 0/7: L['n'] == 8 (now 9)" + READ_AT,
     ]
     assert lines[3] == 'To log all recompilation reasons, use GRAPHLIFT_LOGS="recompiles".'
     causes = "\n".join(lines[4:])
@@ -181,7 +183,7 @@ def test_error_on_recompile_raises_with_the_reason():
             compiled(x, 2)
     assert str(info.value).splitlines() == [
         f"Recompiling function scale in {LOCATION} (error_on_recompile=True)",
-        "    - 0/0: L['n'] == 1 (now 2)",
+        "    - 0/0: L['n'] == 1 (now 2)" + READ_AT,
     ]
     assert graphlift.stats(compiled).compiles == 1
 
