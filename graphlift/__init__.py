@@ -36,9 +36,10 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
     codegen:     codegen  -- the generated run function, and its tail at a graph break
     translation: translator  -- the symbolic interpreter: one method per opcode
     variables:   variables.base, variables.constant, variables.containers, variables.exceptions,
-                 variables.iterators, variables.context, variables.symbolic, variables.tensor,
-                 variables.functions, variables.objects, variables.builtins,
-                 variables.collections, variables.callables, variables.nn_module,
+                 variables.iterators, variables.methods, variables.context, variables.symbolic,
+                 variables.tensor, variables.functions, variables.objects, variables.builtins,
+                 variables.collections, variables.subclasses, variables.callables,
+                 variables.nn_module,
                  variables.builder, variables  -- VariableTrackers, one kind per module; the
                  builder wraps input values with their guards and knows every kind
     graph:       output_graph  -- the FX graph, fake tensors, graph inputs, the backend call

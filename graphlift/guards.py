@@ -334,23 +334,40 @@ class GuardBuilder:
         self._add(Guard(GuardKind.ID_MATCH, f"{source.name()} is G", check))
         self._fast.append(check)
 
-    def length_check(self, source: Source, length: int) -> None:
-        self._derived_value(GuardKind.LENGTH_CHECK, source, "len", length, repr(length))
+    def length_check(self, source: Source, length: int, through: type | None = None) -> None:
+        """``len(v) == n``; ``through`` a builtin (``list``): ``list.__len__(v)``, so that a
+        subclass's override never runs in a guard."""
+        if through is None:
+            self._derived_value(GuardKind.LENGTH_CHECK, source, "len", length, repr(length))
+        else:
+            self._derived_value(GuardKind.LENGTH_CHECK, source, "{}.__len__", length,
+                                repr(length), through)
 
-    def dict_keys(self, source: Source, keys: list) -> None:
-        self._derived_value(GuardKind.DICT_KEYS, source, "list", keys, self.const(keys))
+    def dict_keys(self, source: Source, keys: list, through: type | None = None) -> None:
+        """``list(d) == keys``; ``through`` a dict type: ``list(dict.keys(d))`` (a subclass)."""
+        if through is None:
+            self._derived_value(GuardKind.DICT_KEYS, source, "list", keys, self.const(keys))
+        else:
+            self._derived_value(GuardKind.DICT_KEYS, source, "list({}.keys", keys,
+                                self.const(keys), through)
 
     def set_items(self, source: Source, items: list) -> None:
         self._derived_value(GuardKind.SET_ITEMS, source, "list", items, self.const(items))
 
     def _derived_value(self, kind: GuardKind, source: Source, fn: str, expected: Any,
-                       expected_expr: str) -> None:
-        """``fn(source) == expected``: a container's length or its keys."""
+                       expected_expr: str, through: type | None = None) -> None:
+        """``fn(source) == expected``: a container's length or its keys. With ``through``,
+        ``fn`` has a ``{}`` for the builtin and an open parenthesis that is closed after."""
         if not self._once((kind, source)):
             return
-        current = f"{fn}({self.expr(source)})"
+        shown, called, close = fn, fn, ""
+        if through is not None:
+            shown, called = fn.format(through.__name__), fn.format(self.const(through))
+            close = ")" * fn.count("(")
+        current = f"{called}({self.expr(source)}){close}"
         check = f"{current} == {expected_expr}"
-        self._add(Guard(kind, f"{fn}({source.name()}) == {expected!r}", check, current))
+        self._add(Guard(kind, f"{shown}({source.name()}){close} == {expected!r}", check,
+                        current))
         self._fast.append(check)
 
     def attr_absent(self, source: Source, name: str) -> None:

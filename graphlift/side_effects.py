@@ -6,7 +6,7 @@ ledger records it, trackers show the new value to the rest of the trace, and the
 function replays the final state after the graph has run, in the order the stores happened::
 
     __gl_out = __gl_graph(x)
-    xs[:] = [__gl_out[0], 3]              # a list argument that was appended to
+    list.__setitem__(xs, slice(None), [__gl_out[0], 3])   # a list argument that was appended to
     self.count = 4                        # an attribute store on an input object
     __gl_G['STEP'] = 5                    # a global store
 
@@ -116,10 +116,13 @@ def _writes(containers: list[VariableTracker], stores: list[Store],
     for container in containers:
         target = codegen.hoist(container.source.expr())
         value = codegen.hoist(container.reconstruct_literal(codegen))
-        if container.python_type() in (dict, set):
-            writes += [f"{target}.clear()", f"{target}.update({value})"]
+        # Through the builtin's own methods: a subclass's overrides never run here.
+        kind = container.python_type()
+        if kind in (dict, set):
+            writes += [f"{kind.__name__}.clear({target})",
+                       f"{kind.__name__}.update({target}, {value})"]
         else:
-            writes.append(f"{target}[:] = {value}")
+            writes.append(f"list.__setitem__({target}, slice(None), {value})")
     for store in stores:
         target = _target_expr(store.target, codegen)
         writes.append(f"{target} = {codegen.hoist(store.value.reconstruct(codegen))}")

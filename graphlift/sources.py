@@ -27,6 +27,7 @@ class SourceKind(enum.Enum):
     CLOSURE = "closure"  # a free variable (closure cell) of the frame's function
     ATTR = "attr"  # an attribute of another source
     ITEM = "item"  # an index into another source (tuple, list, dict)
+    BASE_ITEM = "base_item"  # an item of a builtin's subclass, read through the builtin's method
     MODULE_MEMBER = "module_member"  # a submodule, parameter or buffer of a pinned nn.Module
     MODULE_GLOBALS = "module_globals"  # the globals of an imported Python module
     VIEW_DICT = "view_dict"  # the dict that a dict_keys/dict_values/dict_items view shows
@@ -146,6 +147,30 @@ class ItemSource(Source):
 
     def render(self, bind: Callable[[Any], str]) -> str:
         return f"{self.base.render(bind)}[{self.index!r}]"
+
+    def root(self) -> Source:
+        return self.base.root()
+
+
+@dataclass(frozen=True)
+class BaseItemSource(Source):
+    """An item of an object of a subclass of dict, list or tuple, read through the builtin's own
+    ``__getitem__`` (``dict.__getitem__(L['d'], 'k')``): an overridden ``__getitem__`` never runs
+    in a guard or in the run function."""
+
+    base: Source
+    index: object  # int or a hashable dict key with an exact repr
+    owner: str  # "dict", "list" or "tuple": a builtin name, resolved in generated code
+    kind = SourceKind.BASE_ITEM
+
+    def name(self) -> str:
+        return f"{self.owner}.__getitem__({self.base.name()}, {self.index!r})"
+
+    def expr(self) -> str:
+        return f"{self.owner}.__getitem__({self.base.expr()}, {self.index!r})"
+
+    def render(self, bind: Callable[[Any], str]) -> str:
+        return f"{self.owner}.__getitem__({self.base.render(bind)}, {self.index!r})"
 
     def root(self) -> Source:
         return self.base.root()

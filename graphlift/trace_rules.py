@@ -32,6 +32,7 @@ has loaded them (which it has, if it called ``torch.compiler.disable`` or ``allo
 from __future__ import annotations
 
 import builtins
+import collections
 import enum
 import functools
 import inspect
@@ -60,6 +61,11 @@ PURE_BUILTINS = frozenset({
 
 # Builtin classes whose class methods and unbound methods fold on constant arguments.
 CONSTANT_CLASSES = frozenset({dict, str, int, float, bytes, tuple, frozenset, complex, bool})
+
+# Builtin types whose C methods (``dict.get``, ``list.__contains__``, ``object.__setattr__``)
+# are applied to the tracked values by variables/methods.py.
+BUILTIN_METHOD_TYPES = frozenset({object, dict, list, tuple, set, frozenset, str, int, float,
+                                  bool, collections.OrderedDict, collections.defaultdict})
 
 # Torch functions that read or change process state: graph break, never a graph node. Keyed by
 # the unwrapped function (see stateful_reason).
@@ -175,9 +181,13 @@ PYTHON_BUILTIN = Rule("python_builtin", Kind.BUILTIN,
 UNHANDLED_BUILTIN = Rule("unhandled_builtin", Kind.SKIP,
                          "a Python builtin that graphlift does not model",
                          "move the call out of the compiled function")
+BUILTIN_TYPE_METHOD = Rule("builtin_type_method", Kind.BUILTIN,
+                           "a C method of a builtin type (dict.get, list.__contains__, "
+                           "object.__setattr__): applied to the tracked value")
 CONSTANT_CLASS_METHOD = Rule("constant_class_method", Kind.BUILTIN,
-                             "a class method of an immutable builtin class (dict.fromkeys, "
-                             "int.from_bytes): folded on constants")
+                             "a class method of a builtin class (dict.fromkeys, "
+                             "int.from_bytes): folded on constants; fromkeys of any dict type "
+                             "is modelled")
 PURE_C_FUNCTION = Rule("pure_c_function", Kind.BUILTIN,
                        "a math/operator function: folded on constants, one graph node on "
                        "tensors")
@@ -226,7 +236,8 @@ USER_CODE = Rule("user_code", Kind.INLINE, "user code is traced")
 # Every rule, for reports and tests (names are unique).
 RULES = (DISABLED, TORCH_DISABLED, TORCH_DISALLOWED, ALLOW_IN_GRAPH, COMPILED_FUNCTION,
          FORCED_BREAK, TORCH_MARKER, TORCH_FORBIDDEN, POLYFILLED, POLYFILL_DECLINED,
-         MODELLED_CLASS, IO_BUILTIN, PYTHON_BUILTIN, UNHANDLED_BUILTIN, CONSTANT_CLASS_METHOD,
+         MODELLED_CLASS, IO_BUILTIN, PYTHON_BUILTIN, UNHANDLED_BUILTIN, BUILTIN_TYPE_METHOD,
+         CONSTANT_CLASS_METHOD,
          PURE_C_FUNCTION, TORCH_GLOBAL_STATE, TENSOR_METHOD, TORCH_OP, C_METHOD, CONFIG_SKIP,
          CONFIG_INLINE, GRAPHLIFT_POLYFILLS, GRAPHLIFT, TORCH_INLINE, TORCH_CLASS,
          TORCH_BOUND_METHOD, TORCH_DISTRIBUTED, TORCH_PYTHON,
@@ -263,6 +274,7 @@ TRUSTED_MODULES = ("graphlift.polyfills", "torch")
 STDLIB_INLINE = frozenset({
     "dataclasses",  # fields(), replace(): plain attribute work on user objects
     "contextlib",  # @contextmanager generators, suppress, nullcontext: with blocks in Python
+    "collections.abc",  # the mixin methods of Mapping, Sequence, Set (get, __contains__, keys)
 })
 
 # Third-party libraries skipped by default, by top-level module name.
@@ -428,7 +440,7 @@ def _by_object(fn: Any) -> Decision | None:
         return Decision(Kind.BUILTIN, PYTHON_BUILTIN, target=polyfill)
     owner = getattr(fn, "__self__", None)
     if isinstance(fn, types.BuiltinFunctionType) and isinstance(owner, type) and \
-            owner in CONSTANT_CLASSES:
+            (owner in CONSTANT_CLASSES or (issubclass(owner, dict) and fn.__name__ == "fromkeys")):
         return Decision(Kind.BUILTIN, CONSTANT_CLASS_METHOD)
     if id(fn) in _BUILTINS and _BUILTINS[id(fn)] is fn and callable(fn):
         # A native handler first; the polyfill (target) when it cannot follow the arguments.
@@ -438,6 +450,8 @@ def _by_object(fn: Any) -> Decision | None:
             return Decision(Kind.SKIP, UNHANDLED_BUILTIN)
     if polyfill is not None:
         return Decision(Kind.POLYFILL, POLYFILLED, target=polyfill)
+    if is_builtin_method(fn):  # after the polyfills: OrderedDict.move_to_end has one
+        return Decision(Kind.BUILTIN, BUILTIN_TYPE_METHOD)
     if fn is call_original:
         return Decision(Kind.SKIP, POLYFILL_DECLINED)
     if isinstance(fn, type) and is_modelled_class(fn):
@@ -479,7 +493,7 @@ def _by_module(fn: Any, module: str | None) -> Decision:
             return Decision(Kind.INLINE, TORCH_INLINE, detail=f"module {name}")
         return Decision(Kind.GRAPH, TORCH_PYTHON if python else TORCH_OP, detail=f"module {name}")
     top = name.partition(".")[0]
-    if is_stdlib(name) and top not in STDLIB_INLINE:
+    if is_stdlib(name) and not _prefix_match(name, STDLIB_INLINE):
         if top == "builtins":  # a method of str, list, dict...
             return Decision(Kind.SKIP, C_METHOD, detail=_name(fn))
         return Decision(Kind.SKIP, STDLIB, detail=f"module {name}")
@@ -532,6 +546,12 @@ def is_modelled_class(cls: type) -> bool:
     named tuples)."""
     return cls in MODELLED_CLASSES or issubclass(cls, BaseException) or \
         (issubclass(cls, tuple) and hasattr(cls, "_fields"))
+
+
+def is_builtin_method(fn: Any) -> bool:
+    """A C method of a builtin type as found on the type (``dict.get``, ``object.__eq__``)."""
+    return isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)) and \
+        fn.__objclass__ in BUILTIN_METHOD_TYPES
 
 
 def is_third_party(value: Any) -> bool:

@@ -31,7 +31,6 @@ from graphlift.variables.base import (
     NullVariable,
     TracedException,
     VariableTracker,
-    lookup_class_attr,
     raise_real,
 )
 from graphlift.variables.builder import VariableBuilder, wrap_unguarded
@@ -59,7 +58,12 @@ from graphlift.variables.functions import (
 )
 from graphlift.variables.iterators import GeneratorVariable, iterator_of
 from graphlift.variables.nn_module import NNModuleVariable
-from graphlift.variables.objects import ClassVariable, UserObjectVariable, bind_class_attr
+from graphlift.variables.objects import (
+    ClassVariable,
+    InputInstanceDictVariable,
+    UserObjectVariable,
+    bind_class_attr,
+)
 from graphlift.variables.symbolic import (
     SliceVariable,
     SymNodeVariable,
@@ -214,6 +218,10 @@ class InstructionTranslator:
                         attr_source: Source | None) -> VariableTracker:
         """What ``obj.name`` gives for the class attribute ``attr`` (methods bind)."""
         return bind_class_attr(self, obj, cls, name, attr, attr_source)
+
+    def is_same(self, left: VariableTracker, right: VariableTracker) -> bool:
+        """``left is right`` where the answer is certain (guarded for two inputs)."""
+        return is_same(self, left, right)
 
     def sandbox_outputs(self, fn: types.FunctionType, args: list[VariableTracker],
                         kwargs: dict[str, VariableTracker]) -> Any:
@@ -620,9 +628,10 @@ class InstructionTranslator:
         attempts = [(left, f"__i{base}__", right)] if inplace else []
         attempts += [(left, f"__{base}__", right), (right, f"__r{base}__", left)]
         for obj, dunder, other in attempts:
-            if isinstance(obj, UserObjectVariable) and \
-                    isinstance(lookup_class_attr(obj.cls, dunder), types.FunctionType):
-                result = obj.var_getattr(self, dunder).call(self, [other], {})
+            method = obj.special_method(self, dunder) if isinstance(obj, UserObjectVariable) \
+                else None
+            if method is not None:
+                result = method.call(self, [other], {})
                 if not (result.is_constant() and result.as_constant() is NotImplemented):
                     return result
         return None
@@ -684,27 +693,37 @@ class InstructionTranslator:
     def COMPARE_OP(self, inst: Instruction) -> None:
         right = self.pop()
         left = self.pop()
-        op = COMPARE_OPS[inst.argval]
+        self.push(self.compare(inst.argval, left, right))
+
+    def compare(self, symbol: str, left: VariableTracker, right: VariableTracker) -> \
+            VariableTracker:
+        """``left <symbol> right`` (``"<"``, ``"=="``...) on trackers."""
+        op = COMPARE_OPS[symbol]
         if isinstance(left, TensorVariable) or isinstance(right, TensorVariable) or \
                 symbolic_operands(left, right):
-            self.push(call_torch(self, "call_function", op, [left, right], {}))
-        elif left.is_constant() and right.is_constant():
-            self.push(fold_operator(op, left.as_constant(), right.as_constant()))
-        else:
-            self.push(self.user_comparison(inst.argval, left, right))
+            return call_torch(self, "call_function", op, [left, right], {})
+        if left.is_constant() and right.is_constant():
+            return fold_operator(op, left.as_constant(), right.as_constant())
+        return self.user_comparison(symbol, left, right)
 
     def user_comparison(self, symbol: str, left: VariableTracker, right: VariableTracker) -> \
             VariableTracker:
         """``a == b`` on user objects: ``__eq__``, then the reflected method, then identity."""
         name, reflected = COMPARE_DUNDERS[symbol]
         for obj, dunder, other in ((left, name, right), (right, reflected, left)):
-            if isinstance(obj, UserObjectVariable) and \
-                    isinstance(lookup_class_attr(obj.cls, dunder), types.FunctionType):
-                result = obj.var_getattr(self, dunder).call(self, [other], {})
+            if isinstance(obj, UserObjectVariable):
+                method = obj.special_method(self, dunder)
+                if method is None:
+                    continue
+                result = method.call(self, [other], {})
                 if not (result.is_constant() and result.as_constant() is NotImplemented):
                     return result
         if symbol in ("==", "!="):
             return ConstantVariable(is_same(self, left, right) == (symbol == "=="))
+        if isinstance(left, UserObjectVariable) or isinstance(right, UserObjectVariable):
+            raise raise_real(TypeError(f"'{symbol}' not supported between instances of "
+                                       f"'{left.python_type().__name__}' and "
+                                       f"'{right.python_type().__name__}'"))
         raise Unsupported(f"comparison {symbol} of {left!r} and {right!r}")
 
     def IS_OP(self, inst: Instruction) -> None:
@@ -715,34 +734,47 @@ class InstructionTranslator:
     def CONTAINS_OP(self, inst: Instruction) -> None:
         container = self.pop()
         item = self.pop()
+        self.push(ConstantVariable(self.contains(container, item) != bool(inst.arg)))
+
+    def contains(self, container: VariableTracker, item: VariableTracker) -> bool:
+        """``item in container`` while tracing."""
+        if isinstance(container, (UserObjectVariable, InputInstanceDictVariable)):
+            return container.contains(self, item)
         if isinstance(container, DictVariable):
-            found = item.as_constant() in container.items
-        elif container.is_constant() and item.is_constant():
-            found = item.as_constant() in container.as_constant()
-        elif isinstance(container, BaseListVariable) and item.is_constant():
-            found = any(i.is_constant() and i.as_constant() == item.as_constant()
-                        for i in container.items)
-        else:
-            raise Unsupported(f"'in' test of {item!r} in {container!r}")
-        self.push(ConstantVariable(found != bool(inst.arg)))
+            return item.as_constant() in container.items
+        if container.is_constant() and item.is_constant():
+            return item.as_constant() in container.as_constant()
+        if isinstance(container, BaseListVariable) and item.is_constant():
+            return any(i.is_constant() and i.as_constant() == item.as_constant()
+                       for i in container.items)
+        raise Unsupported(f"'in' test of {item!r} in {container!r}")
 
     # -- subscripts ----------------------------------------------------------------------------
     def BINARY_SUBSCR(self, inst: Instruction) -> None:
         index = self.pop()
         obj = self.pop()
+        self.push(self.subscript(obj, index))
+
+    def subscript(self, obj: VariableTracker, index: VariableTracker) -> VariableTracker:
+        """``obj[index]`` while tracing."""
         if isinstance(obj, TensorVariable):
-            self.push(call_torch(self, "call_function", operator.getitem, [obj, index], {}))
-        elif isinstance(obj, (BaseListVariable, DictVariable, NNModuleVariable)):
-            self.push(obj.getitem(self, index))
-        elif obj.is_constant() and index.is_constant():
-            self.push(fold_operator(operator.getitem, obj.as_constant(), index.as_constant()))
-        else:
-            raise Unsupported(f"subscript of {obj!r}")
+            return call_torch(self, "call_function", operator.getitem, [obj, index], {})
+        if isinstance(obj, (BaseListVariable, DictVariable, NNModuleVariable,
+                            UserObjectVariable, InputInstanceDictVariable)):
+            return obj.getitem(self, index)
+        if obj.is_constant() and index.is_constant():
+            return fold_operator(operator.getitem, obj.as_constant(), index.as_constant())
+        raise Unsupported(f"subscript of {obj!r}")
 
     def STORE_SUBSCR(self, inst: Instruction) -> None:
         index = self.pop()
         obj = self.pop()
         value = self.pop()
+        self.store_subscript(obj, index, value)
+
+    def store_subscript(self, obj: VariableTracker, index: VariableTracker,
+                        value: VariableTracker) -> None:
+        """``obj[index] = value`` while tracing."""
         if isinstance(obj, TensorVariable):
             call_torch(self, "call_function", operator.setitem, [obj, index, value], {})
         elif isinstance(obj, ListVariable):
@@ -752,12 +784,18 @@ class InstructionTranslator:
         elif isinstance(obj, DictVariable):
             obj.check_mutable(self)
             obj.items[index.as_constant()] = value
+        elif isinstance(obj, UserObjectVariable):
+            obj.setitem(self, index, value)
         else:
             raise Unsupported(f"item assignment on {obj!r}", break_type="side_effect")
 
     def DELETE_SUBSCR(self, inst: Instruction) -> None:
         index = self.pop()
         obj = self.pop()
+        self.delete_subscript(obj, index)
+
+    def delete_subscript(self, obj: VariableTracker, index: VariableTracker) -> None:
+        """``del obj[index]`` while tracing."""
         if isinstance(obj, ListVariable):
             obj.check_mutable(self)
             del obj.items[index.as_constant()]
@@ -766,6 +804,8 @@ class InstructionTranslator:
             if index.as_constant() not in obj.items:
                 raise raise_real(KeyError(index.as_constant()))
             del obj.items[index.as_constant()]
+        elif isinstance(obj, UserObjectVariable):
+            obj.delitem(self, index)
         else:
             raise Unsupported(f"del on an item of {obj!r}", break_type="side_effect")
 

@@ -64,7 +64,7 @@ def test_each_wrap_row_has_its_own_build():
 FIRST_ROWS = {
     "bool is a lazily guarded scalar, not an int symbol": (True, builder._wrap_lazy),
     "namedtuple is a tuple": (Point(1, TENSOR), builder._wrap_sequence),
-    "list subclass is an object": (Items(), builder._wrap_object),
+    "list subclass is a builtin-subclass object": (Items(), builder.wrap_builtin_subclass),
     "OrderedDict is a collection, not a dict": (collections.OrderedDict(a=1),
                                                 builder._wrap_collection),
     "object-keyed dict is an object": ({Box(): 1}, builder._wrap_object),

@@ -11,12 +11,16 @@ translator reaches every kind, and a kind needing the translator gets it as ``tx
 - ``exceptions``: exception objects.
 - ``iterators``: iterators over known items, lazy stand-ins (``itertools.count``), and
   generators: an inlined generator's suspended frame, resumed at each ``next``.
+- ``methods``: C methods of builtin types applied to trackers (``dict.get(d, k)``,
+  ``super().__setitem__`` in a dict subclass), one row per special method.
 - ``context``: grad-mode and autocast ``with`` blocks.
 - ``symbolic``: SymInts and sizes; ``tensor``: tensors and torch callables (``call_torch``).
 - ``functions``: user functions, closures, methods; ``objects``: modules, classes, user objects.
 - ``builtins``: Python builtins, as a table of handlers.
 - ``collections``: ``deque``, ``OrderedDict`` and ``defaultdict`` (their constructors are rows of
   ``objects.CONSTRUCTORS``, registered from here).
+- ``subclasses``: objects of user subclasses of builtins (``class Registry(dict)``, a
+  ``ModelOutput``): a user object plus a tracker of its builtin part.
 - ``callables``: the trace rules' decisions as trackers (skipped, polyfilled, allow_in_graph).
 - ``nn_module``: ``nn.Module`` instances, pinned by identity; calls inline ``forward``.
 - ``builder``: wrapping real input values, with their guards (the one module knowing every kind).

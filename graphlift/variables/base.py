@@ -70,6 +70,11 @@ class VariableTracker:
         an iterator makes each item only when the consumer asks for it."""
         return iter(self.unpack(tx))
 
+    def mapping_items(self, tx: InstructionTranslator) -> dict[Any, VariableTracker] | None:
+        """The items that CPython's dict merge reads directly (``dict.update(v)``, ``{**v}``):
+        those of a dict, or of a dict subclass that keeps dict's ``__iter__``; else None."""
+        return None
+
     # -- leaving the graph ---------------------------------------------------------------------
     def reconstruct(self, codegen: OutputCodegen) -> str:
         """A Python expression that rebuilds this value after the graph has run."""

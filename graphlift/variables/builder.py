@@ -53,6 +53,7 @@ from graphlift.variables.containers import (
 from graphlift.variables.context import ContextMethodVariable, GradModeVariable
 from graphlift.variables.nn_module import NNModuleVariable, wrap_module
 from graphlift.variables.objects import PythonModuleVariable, UserObjectVariable
+from graphlift.variables.subclasses import is_builtin_subclass_object, wrap_builtin_subclass
 from graphlift.variables.symbolic import wrap_scalar_input
 from graphlift.variables.tensor import TensorMethodVariable, TensorVariable
 
@@ -329,6 +330,9 @@ WRAP_ROWS = (
     # Members are singletons, pinned by identity; an IntEnum member is no exact int, so it
     # comes this far.
     (lambda v: isinstance(v, enum.Enum), _wrap_enum),
+    # After the enum row (a str-mixin enum member is a str subclass): a user object that is
+    # also a dict, list, tuple... (a transformers ModelOutput, a registry dict).
+    (is_builtin_subclass_object, wrap_builtin_subclass),
     # Last, and matches everything: any other object is a user object.
     (lambda v: True, _wrap_object),
 )

@@ -26,6 +26,7 @@ from graphlift.variables.containers import (
     ListVariable,
     SetVariable,
     TupleVariable,
+    mapping_pairs,
     sort_trackers,
 )
 from graphlift.variables.exceptions import ExceptionVariable
@@ -39,7 +40,15 @@ from graphlift.variables.iterators import (
     ZipIteratorVariable,
     iterator_of,
 )
-from graphlift.variables.objects import ClassVariable, SuperVariable, UserObjectVariable
+from graphlift.variables.methods import dict_fromkeys
+from graphlift.variables.objects import (
+    BUILTIN_BASES,
+    ClassVariable,
+    SuperVariable,
+    UserObjectVariable,
+    call_builtin_descriptor,
+    new_object,
+)
 from graphlift.variables.symbolic import int_of, size_variable
 from graphlift.variables.tensor import TensorVariable, call_torch
 
@@ -51,7 +60,7 @@ if TYPE_CHECKING:
 def _len(tx, args, kwargs):
     (obj,) = args
     if isinstance(obj, UserObjectVariable):
-        return obj.var_getattr(tx, "__len__").call(tx, [], {})
+        return obj.length(tx)
     if isinstance(obj, IteratorVariable):  # iterators have no len(); heapq.nlargest relies on it
         raise raise_real(TypeError(f"object of type '{_iterator_name(obj)}' has no len()"))
     if isinstance(obj, TensorVariable):
@@ -198,9 +207,11 @@ def _iter(tx, args, kwargs):
     value = args[0]
     if isinstance(value, IteratorVariable):
         return value  # iter(iterator) is the iterator itself: lazy ones stay lazy
-    if isinstance(value, UserObjectVariable) and \
-            callable(lookup_class_attr(value.cls, "__iter__")):
-        iterator = value.var_getattr(tx, "__iter__").call(tx, [], {})
+    if isinstance(value, UserObjectVariable):
+        method = value.special_method(tx, "__iter__")
+        if method is None:
+            return _iterator(value.unpack(tx))  # the __getitem__ protocol, or TypeError
+        iterator = method.call(tx, [], {})
         if isinstance(iterator, IteratorVariable):  # a generator method, or iter(self.items)
             return iterator
         if isinstance(iterator, UserObjectVariable):  # an object with __next__
@@ -282,15 +293,11 @@ def _callable(tx, args, kwargs):
 
 
 def _dict(tx, args, kwargs):
+    if len(args) > 1:
+        raise raise_real(TypeError(f"dict expected at most 1 argument, got {len(args)}"))
     items: dict[Any, VariableTracker] = {}
     if args:
-        source = args[0]
-        if isinstance(source, DictVariable):
-            items.update(source.items)
-        else:
-            for pair in _items(tx, source):
-                key, value = pair.unpack(tx)
-                items[key.as_constant()] = value
+        items.update((k.as_constant(), v) for k, v in mapping_pairs(tx, args[0]))
     items.update(kwargs)
     return DictVariable(items)
 
@@ -298,6 +305,37 @@ def _dict(tx, args, kwargs):
 def _set(frozen: bool) -> Callable:
     def handler(tx, args, kwargs):
         return SetVariable(_items(tx, args[0]) if args else [], frozen=frozen)
+
+    return handler
+
+
+def _bool(tx, args, kwargs):
+    if len(args) == 1 and not kwargs and not args[0].is_constant():
+        return ConstantVariable(args[0].truthy(tx))  # __bool__, then __len__
+    return fold(bool, args, kwargs)
+
+
+def _new(base: type) -> Callable:
+    """``base.__new__(cls, *args)``: a new object of ``cls``, a subclass of ``base``."""
+    def handler(tx, args, kwargs):
+        if not args:
+            raise raise_real(TypeError(f"{base.__name__}.__new__(): not enough arguments"))
+        cls = args[0].as_constant()
+        if not isinstance(cls, type) or not issubclass(cls, base):
+            raise raise_real(TypeError(f"{base.__name__}.__new__(X): X is not a subtype of "
+                                       f"{base.__name__}"))
+        rest = list(args[1:])
+        if cls is base:  # dict.__new__(dict): the builtin; mutable ones ignore the arguments
+            keep = base in (tuple, frozenset, str, int, float)
+            return BuiltinVariable(base).call(tx, rest if keep else [], kwargs if keep else {})
+        if base is object and (rest or kwargs) and \
+                lookup_class_attr(cls, "__new__") is not object.__new__:
+            raise raise_real(TypeError("object.__new__() takes exactly one argument (the type "
+                                       "to instantiate)"))
+        if base is object and (rest or kwargs) and \
+                lookup_class_attr(cls, "__init__") is object.__init__:
+            raise raise_real(TypeError(f"{cls.__name__}() takes no arguments"))
+        return new_object(tx, cls, rest, kwargs)
 
     return handler
 
@@ -320,7 +358,13 @@ BUILTIN_HANDLERS: dict[Any, Callable] = {
     getattr: _getattr,  # getattr(obj, "name"[, default])
     hasattr: _hasattr,
     setattr: _setattr,  # on objects: a store (in-frame) or a ledger entry (inputs)
-    object.__setattr__: _setattr,  # frozen dataclasses' __init__ sets fields through it
+    bool: _bool,  # of a user object: its __bool__ or __len__
+    # True while tracing, as under torch.compile: libraries take their compile-friendly paths.
+    torch.compiler.is_compiling: lambda tx, args, kwargs: ConstantVariable(True),
+    torch.compiler.is_dynamo_compiling: lambda tx, args, kwargs: ConstantVariable(True),
+    torch._utils.is_compiling: lambda tx, args, kwargs: ConstantVariable(True),
+    # The C __new__ of object and of each builtin that user classes subclass (super().__new__).
+    **{base.__new__: _new(base) for base in (object, *BUILTIN_BASES)},
     super: _super,  # zero-argument super() reads __class__ and the first argument
     zip: _zip,  # iterators over trackers are materialised: lengths are known while tracing
     enumerate: _enumerate,
@@ -434,6 +478,13 @@ class BuiltinVariable(VariableTracker):
     def call(self, tx: InstructionTranslator, args, kwargs):
         if isinstance(self.fn, type) and issubclass(self.fn, BaseException):
             return ExceptionVariable(self.fn, args)
+        if trace_rules.is_builtin_method(self.fn):  # dict.get(d, k), object.__setattr__(...)
+            return call_builtin_descriptor(tx, self.fn, args, kwargs)
+        owner = getattr(self.fn, "__self__", None)
+        if getattr(self.fn, "__name__", None) == "fromkeys" and isinstance(owner, type) and \
+                issubclass(owner, dict):
+            return dict_fromkeys(tx, lambda: tx.wrap_unguarded(owner).call(tx, [], {}),
+                                 args, kwargs)
         handler = BUILTIN_HANDLERS.get(self.fn)
         use_polyfill = USE_POLYFILL_WHEN.get(self.fn)
         if use_polyfill is not None and config.use_polyfills and use_polyfill(args, kwargs):
@@ -447,7 +498,6 @@ class BuiltinVariable(VariableTracker):
             except (TypeError, ValueError) as error:
                 raise Unsupported(f"{self.fn.__name__}() raised {type(error).__name__}: {error}",
                                   break_type="user_exception") from error
-        owner = getattr(self.fn, "__self__", None)
         if self.fn in trace_rules.PURE_BUILTINS or owner in trace_rules.CONSTANT_CLASSES:
             return fold(self.fn, args, kwargs)  # dict.fromkeys, str.join, int.from_bytes...
         module = getattr(self.fn, "__module__", None)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 from typing import TYPE_CHECKING, Any
 
+from graphlift import trace_rules
 from graphlift.exc import Unsupported
 from graphlift.variables.base import VariableTracker, raise_real
 from graphlift.variables.builtins import BUILTIN_HANDLERS
@@ -33,6 +34,9 @@ def method_of(tx, obj: VariableTracker, cls: type, name: str) -> VariableTracker
     except AttributeError as error:
         raise Unsupported(f"{cls.__name__!r} object has no attribute {name!r}",
                           break_type="user_exception") from error
+    if trace_rules.lookup(method).kind is not trace_rules.Kind.POLYFILL:
+        raise Unsupported(f"{cls.__name__}.{name} is modelled by its polyfill only, and "
+                          "graphlift.config.use_polyfills is off")
     return UserMethodVariable(tx.wrap_unguarded(method), obj)
 
 

@@ -320,6 +320,9 @@ class DictVariable(VariableTracker):
     def unpack(self, tx):
         return [wrap_constant(k) for k in self.items]
 
+    def mapping_items(self, tx) -> dict[Any, VariableTracker]:
+        return self.items
+
     def getitem(self, tx, index: VariableTracker) -> VariableTracker:
         key = index.as_constant()
         if key not in self.items:
@@ -374,11 +377,11 @@ class DictMethodVariable(VariableTracker):
             key, value = items.popitem()
             return TupleVariable([wrap_constant(key), value])
         if name == "update":
+            if len(args) > 1:
+                raise raise_real(TypeError(f"update expected at most 1 argument, got "
+                                           f"{len(args)}"))
             if args:
-                other = args[0]
-                pairs = other.items.items() if isinstance(other, DictVariable) else \
-                    [(p.unpack(tx)[0].as_constant(), p.unpack(tx)[1]) for p in other.unpack(tx)]
-                items.update(pairs)
+                items.update((k.as_constant(), v) for k, v in mapping_pairs(tx, args[0]))
             items.update(kwargs)
             return ConstantVariable(None)
         if name == "setdefault":
@@ -444,6 +447,34 @@ class DictViewVariable(VariableTracker):
 
 # The exact types of a plain dict's views -> the method that makes them.
 DICT_VIEW_TYPES = {type(getattr({}, kind)()): kind for kind in ("keys", "values", "items")}
+
+
+def mapping_pairs(tx: InstructionTranslator, other: VariableTracker) -> \
+        list[tuple[VariableTracker, VariableTracker]]:
+    """The (key, value) pairs that ``dict.update(other)`` reads: a dict's items directly, a
+    mapping's through ``keys()`` and subscripts, else the pairs that iterating ``other`` gives."""
+    items = other.mapping_items(tx)
+    if items is not None:
+        return [(wrap_constant(k), v) for k, v in items.items()]
+    if _has_keys(other):
+        keys = other.var_getattr(tx, "keys").call(tx, [], {}).unpack(tx)
+        return [(key, tx.subscript(other, key)) for key in keys]
+    pairs = []
+    for pair in other.unpack(tx):
+        parts = pair.unpack(tx)
+        if len(parts) != 2:
+            raise raise_real(ValueError(f"dictionary update sequence element #{len(pairs)} has "
+                                        f"length {len(parts)}; 2 is required"))
+        pairs.append((parts[0], parts[1]))
+    return pairs
+
+
+def _has_keys(value: VariableTracker) -> bool:
+    """Whether Python reads ``value`` as a mapping (its type has ``keys``)."""
+    try:
+        return hasattr(value.python_type(), "keys")
+    except Unsupported:
+        return False
 
 
 def _is_structseq(cls: type) -> bool:

@@ -154,11 +154,13 @@ class UserFunctionVariable(BaseUserFunctionVariable):
 def module_globals_source(globals_dict: dict[str, Any]) -> Source | None:
     """The source of an imported module's globals, if ``globals_dict`` is one (a method of a
     model class defined in another file reads its globals through this)."""
-    name = globals_dict.get("__name__")
-    module = sys.modules.get(name) if isinstance(name, str) else None
-    if module is None or getattr(module, "__dict__", None) is not globals_dict:
-        return None
-    return ModuleGlobalsSource(name, globals_dict)
+    spec = globals_dict.get("__spec__")
+    # The import name first: _collections_abc calls itself collections.abc in __name__.
+    for name in (getattr(spec, "name", None), globals_dict.get("__name__")):
+        module = sys.modules.get(name) if isinstance(name, str) else None
+        if module is not None and getattr(module, "__dict__", None) is globals_dict:
+            return ModuleGlobalsSource(name, globals_dict)
+    return None
 
 
 def _wrap_unsourced(tx: InstructionTranslator, value: Any) -> VariableTracker:

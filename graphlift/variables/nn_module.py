@@ -196,7 +196,10 @@ class NNModuleVariable(UserObjectVariable):
                               "changes the module's parameters, buffers or submodules",
                               break_type="side_effect",
                               hints=("assign it outside the compiled function",))
-        super().store_attr(tx, name, value)
+        if lookup_class_attr(type(self.module), "__setattr__") is nn.Module.__setattr__:
+            self.generic_setattr(tx, name, value)  # a plain attribute: what it would store
+        else:
+            super().store_attr(tx, name, value)  # the class's own __setattr__
 
     # -- calls ---------------------------------------------------------------------------------
     def call(self, tx: InstructionTranslator, args: list[VariableTracker],

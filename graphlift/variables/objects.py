@@ -7,6 +7,8 @@ the tracker and are rebuilt if the object leaves the frame.
 
 from __future__ import annotations
 
+import collections
+import enum
 import functools
 import types
 from typing import TYPE_CHECKING, Any
@@ -25,10 +27,12 @@ from graphlift.variables.base import (
     raise_real,
 )
 from graphlift.variables.constant import ConstantVariable, is_constant_value, wrap_constant
-from graphlift.variables.containers import TupleVariable
+from graphlift.variables.containers import DictVariable, TupleVariable
 from graphlift.variables.context import GradModeVariable, make_autocast, set_grad_mode
 from graphlift.variables.exceptions import ExceptionVariable
 from graphlift.variables.functions import UserFunctionVariable, UserMethodVariable
+from graphlift.variables.methods import call_builtin_method
+from graphlift.variables.symbolic import SymNodeVariable
 
 if TYPE_CHECKING:
     from graphlift.codegen import OutputCodegen
@@ -103,6 +107,8 @@ def bind_class_attr(tx, obj: VariableTracker, cls: type, name: str, attr: Any,
         else:
             fn = UserFunctionVariable(attr)
         return UserMethodVariable(fn, obj)
+    if isinstance(attr, C_DESCRIPTORS) and trace_rules.is_builtin_method(attr):
+        return BuiltinMethodVariable(attr, obj)
     if hasattr(type(attr), "__get__") and not is_constant_value(attr):
         raise Unsupported(f"descriptor {cls.__qualname__}.{name} of type "
                           f"{type(attr).__name__} is not traced")
@@ -143,6 +149,10 @@ class ClassVariable(VariableTracker):
                               break_type="user_exception")
         if isinstance(attr, types.FunctionType):  # unbound: called with an explicit self
             return UserFunctionVariable(attr) if source is None else tx.builder.wrap(attr, source)
+        if isinstance(attr, C_DESCRIPTORS) and trace_rules.is_builtin_method(attr):
+            return tx.wrap_unguarded(attr)  # unbound: ``Registry.get(self, k)``
+        if isinstance(attr, types.ClassMethodDescriptorType):
+            return tx.wrap_unguarded(attr.__get__(None, self.cls))  # ``Registry.fromkeys``
         if isinstance(attr, property):
             raise Unsupported("property object read from a class")
         return bind_class_attr(tx, self, self.cls, name, attr, source)
@@ -237,20 +247,65 @@ def _make_namedtuple(tx, cls: type, args, kwargs):
 
 
 def _make_object(tx, cls: type, args, kwargs):
-    """``cls(*args)`` for a plain user class: a new object, then its ``__init__`` inlined."""
-    if lookup_class_attr(cls, "__new__") not in (MISSING, object.__dict__["__new__"]):
-        raise Unsupported(f"{cls.__qualname__} defines __new__; not traced")
-    obj = UserObjectVariable(None, cls=cls)
-    init = lookup_class_attr(cls, "__init__")
-    disabled = trace_rules.override(init)  # torch.compiler.disable(cls) disables __init__
+    """``cls(*args)`` for a user class, as ``type.__call__`` does: ``__new__`` makes the object,
+    then ``__init__`` runs on it when it is an instance of ``cls``."""
+    if lookup_class_attr(type(cls), "__call__") is not type.__dict__["__call__"]:
+        raise Unsupported(f"the metaclass {type(cls).__qualname__} of {cls.__qualname__} "
+                          "defines __call__; not traced")
+    disabled = trace_rules.override(lookup_class_attr(cls, "__init__"))
     if disabled is not None and disabled.kind is trace_rules.Kind.SKIP:
-        raise trace_rules.skip_error(init, disabled)
+        raise trace_rules.skip_error(lookup_class_attr(cls, "__init__"), disabled)  # disable(cls)
+    new = lookup_class_attr(cls, "__new__")
+    if isinstance(new, staticmethod) and isinstance(new.__func__, types.FunctionType):
+        obj = UserFunctionVariable(new.__func__).call(tx, [ClassVariable(cls), *args], kwargs)
+        if not (isinstance(obj, UserObjectVariable) and issubclass(obj.cls, cls)):
+            return obj  # __new__ gave something else: no __init__, as in Python
+    elif new in BUILTIN_NEW:
+        obj = new_object(tx, cls, args, kwargs)
+    else:
+        raise Unsupported(f"{cls.__qualname__}.__new__ of type {type(new).__name__} is not "
+                          "traced")
+    init = lookup_class_attr(obj.cls, "__init__")
     if isinstance(init, types.FunctionType):
-        UserFunctionVariable(init).call(tx, [obj, *args], kwargs)
-    elif args or kwargs:
-        raise Unsupported(f"TypeError: {cls.__qualname__}() takes no arguments",
-                          break_type="user_exception")
+        obj.var_getattr(tx, "__init__").call(tx, args, kwargs)
+    elif init is object.__init__:
+        if (args or kwargs) and not isinstance(new, staticmethod) and \
+                builtin_base(obj.cls) is None:
+            raise raise_real(TypeError(f"{cls.__name__}() takes no arguments"))
+    else:
+        BuiltinMethodVariable(init, obj).call(tx, args, kwargs)
     return obj
+
+
+def new_object(tx, cls: type, args, kwargs) -> UserObjectVariable:
+    """``base.__new__(cls, *args)`` for the builtin ``__new__`` that ``cls`` inherits: an empty
+    object, or, for a builtin's subclass, one whose builtin part is made by the builtin."""
+    abstract = getattr(cls, "__abstractmethods__", ())
+    if abstract:
+        names = ", ".join(sorted(abstract))
+        raise raise_real(TypeError(f"Can't instantiate abstract class {cls.__name__} with "
+                                   f"abstract method{'s' * (len(abstract) > 1)} {names}"))
+    base = builtin_base(cls)
+    if base is None:
+        return UserObjectVariable(None, cls=cls)
+    return BUILTIN_SUBCLASS_NEW[base](tx, cls, args, kwargs)
+
+
+# Builtins that user classes subclass, most derived first: the first one in a class's MRO is
+# the kind of its objects' builtin part (variables/subclasses.py fills BUILTIN_SUBCLASS_NEW).
+BUILTIN_BASES = (collections.OrderedDict, collections.defaultdict, dict, list, tuple, set,
+                 frozenset, str, int, float)
+BUILTIN_SUBCLASS_NEW: dict[type, Any] = {}
+# The C __new__ of object and of each builtin base.
+BUILTIN_NEW = frozenset({object.__new__, *(base.__new__ for base in BUILTIN_BASES)})
+
+
+def builtin_base(cls: type) -> type | None:
+    """The builtin base whose value objects of the user class ``cls`` also are, if any (not for
+    named tuples and enums, which have their own trackers)."""
+    if hasattr(cls, "_fields") or isinstance(cls, enum.EnumMeta):
+        return None
+    return next((klass for klass in cls.__mro__ if klass in BUILTIN_BASES), None)
 
 
 class UserObjectVariable(VariableTracker):
@@ -258,6 +313,10 @@ class UserObjectVariable(VariableTracker):
 
     With a ``value`` it was read from the inputs: its type is guarded and attributes are read from
     the real object. Without one it was created in the frame and ``attrs`` holds its state.
+
+    Operators, subscripts, ``in``, ``len()``, iteration and truthiness go through the class's
+    special methods, looked up on the class as Python does (:meth:`special_method`); attribute
+    reads and stores go through ``__getattr__`` and ``__setattr__`` when the class defines them.
     """
 
     def __init__(self, value: Any, source=None, cls: type | None = None) -> None:
@@ -274,17 +333,178 @@ class UserObjectVariable(VariableTracker):
         # A polyfill's stand-in object reports the C class it stands in for (functools.partial).
         return self.cls.__dict__.get("_graphlift_real_class", self.cls)
 
-    def truthy(self, tx) -> bool:
-        if lookup_class_attr(self.cls, "__bool__") is MISSING and \
-                lookup_class_attr(self.cls, "__len__") is MISSING:
-            return True
-        return super().truthy(tx)
+    # -- special methods -------------------------------------------------------------------------
+    def special_method(self, tx, name: str) -> VariableTracker | None:
+        """``type(self).name`` bound to this object, or None when the class has none (special
+        methods are looked up on the class, never in the instance dict)."""
+        attr = lookup_class_attr(self.cls, name)
+        if attr is MISSING or attr is None:  # ``__hash__ = None`` declares the method absent
+            return None
+        return bind_class_attr(tx, self, self.cls, name, attr, self._class_attr_source(name))
 
+    def _class_attr_source(self, name: str):
+        if self.source is None:
+            return None
+        return AttrSource(AttrSource(self.source, "__class__"), name)
+
+    def call_builtin_method(self, tx, owner: type, name: str, args: list[VariableTracker],
+                            kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        """``owner.name(self, *args)`` for a C method of a builtin type (``super().__setattr__``,
+        ``object.__eq__``); subclasses of builtins apply their builtin's methods."""
+        row = OBJECT_METHODS.get(name) if owner is object else None
+        if row is None:
+            raise Unsupported(f"{owner.__name__}.{name} on a {self.cls.__qualname__} object is "
+                              "not traced")
+        if kwargs:
+            raise raise_real(TypeError(f"{name}() takes no keyword arguments"))
+        return row(tx, self, *args)
+
+    def truthy(self, tx) -> bool:
+        method = self.special_method(tx, "__bool__")
+        if method is not None:
+            result = method.call(tx, [], {})
+            if not result.is_constant():
+                raise Unsupported(f"{self.cls.__qualname__}.__bool__ returned {result!r}",
+                                  break_type="data_dependent_branch")
+            if not isinstance(result.as_constant(), bool):
+                raise raise_real(TypeError(f"__bool__ should return bool, returned "
+                                           f"{type(result.as_constant()).__name__}"))
+            return result.as_constant()
+        if self.special_method(tx, "__len__") is not None:
+            return self.length(tx).as_constant() != 0
+        return True
+
+    def length(self, tx) -> VariableTracker:
+        """``len(self)``: the class's ``__len__``, which must give a non-negative int."""
+        method = self.special_method(tx, "__len__")
+        if method is None:
+            raise raise_real(TypeError(f"object of type '{self.cls.__name__}' has no len()"))
+        result = method.call(tx, [], {})
+        if isinstance(result, SymNodeVariable):
+            return result
+        value = result.as_constant()
+        if not isinstance(value, int):
+            raise raise_real(TypeError(f"'{type(value).__name__}' object cannot be interpreted "
+                                       "as an integer"))
+        if value < 0:
+            raise raise_real(ValueError("__len__() should return >= 0"))
+        return ConstantVariable(int(value))
+
+    def getitem(self, tx, index: VariableTracker) -> VariableTracker:
+        method = self.special_method(tx, "__getitem__")
+        if method is None:
+            raise raise_real(TypeError(f"'{self.cls.__name__}' object is not subscriptable"))
+        return method.call(tx, [index], {})
+
+    def setitem(self, tx, index: VariableTracker, value: VariableTracker) -> None:
+        method = self.special_method(tx, "__setitem__")
+        if method is None:
+            raise raise_real(TypeError(f"'{self.cls.__name__}' object does not support item "
+                                       "assignment"))
+        method.call(tx, [index, value], {})
+
+    def delitem(self, tx, index: VariableTracker) -> None:
+        method = self.special_method(tx, "__delitem__")
+        if method is None:
+            raise raise_real(TypeError(f"'{self.cls.__name__}' object doesn't support item "
+                                       "deletion"))
+        method.call(tx, [index], {})
+
+    def contains(self, tx, item: VariableTracker) -> bool:
+        """``item in self``: ``__contains__``, else a search of what iterating gives."""
+        method = self.special_method(tx, "__contains__")
+        if method is not None:
+            return method.call(tx, [item], {}).truthy(tx)
+        if self.special_method(tx, "__iter__") is None and \
+                self.special_method(tx, "__getitem__") is None:
+            raise raise_real(TypeError(f"argument of type '{self.cls.__name__}' is not "
+                                       "iterable"))
+        # As PyObject_RichCompareBool: identity first, then element == item.
+        return any(tx.is_same(element, item) or tx.compare("==", element, item).truthy(tx)
+                   for element in self.unpack(tx))
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        """Iterate the object: its ``__iter__``, else ``__getitem__`` from 0 to IndexError."""
+        method = self.special_method(tx, "__iter__")
+        if method is None:
+            if self.special_method(tx, "__getitem__") is not None:
+                return self._drain_sequence(tx)
+            raise raise_real(TypeError(f"'{self.cls.__name__}' object is not iterable"))
+        iterator = method.call(tx, [], {})
+        if isinstance(iterator, UserObjectVariable):
+            return iterator.drain(tx)
+        return iterator.unpack(tx)
+
+    def _drain_sequence(self, tx) -> list[VariableTracker]:
+        items: list[VariableTracker] = []
+        while len(items) < MAX_ITERATION:
+            try:
+                items.append(self.getitem(tx, ConstantVariable(len(items))))
+            except TracedException as error:
+                if issubclass(error.cls, (IndexError, StopIteration)):
+                    return items
+                raise
+        raise Unsupported(f"iterating a {self.cls.__qualname__} gave more than {MAX_ITERATION} "
+                          "items while tracing")
+
+    def drain(self, tx) -> list[VariableTracker]:
+        """Call ``__next__`` until it raises StopIteration (bounded, like every loop traced)."""
+        next_method = self.special_method(tx, "__next__")
+        if next_method is None:
+            raise raise_real(TypeError(f"iter() returned non-iterator of type "
+                                       f"'{self.cls.__name__}'"))
+        items = []
+        while len(items) < MAX_ITERATION:
+            try:
+                items.append(next_method.call(tx, [], {}))
+            except TracedException as error:
+                if issubclass(error.cls, StopIteration):
+                    return items
+                raise
+        raise Unsupported(f"iterating a {self.cls.__qualname__} gave more than {MAX_ITERATION} "
+                          "items while tracing")
+
+    # -- attributes ------------------------------------------------------------------------------
     def var_getattr(self, tx, name):
+        getattribute = lookup_class_attr(self.cls, "__getattribute__")
+        try:
+            if isinstance(getattribute, types.FunctionType):  # PretrainedConfig's aliases
+                method = self.special_method(tx, "__getattribute__")
+                return method.call(tx, [ConstantVariable(name)], {})
+            if not isinstance(getattribute, types.WrapperDescriptorType):
+                raise Unsupported(f"{self.cls.__qualname__}.__getattribute__ of type "
+                                  f"{type(getattribute).__name__} is not traced")
+            if not trace_rules.is_builtin_method(getattribute):
+                return self._c_getattr(tx, name)
+            return self.generic_getattr(tx, name)
+        except TracedException as error:
+            # Python calls __getattr__ when the normal lookup raised AttributeError.
+            hook = lookup_class_attr(self.cls, "__getattr__")
+            if not issubclass(error.cls, AttributeError) or \
+                    not isinstance(hook, types.FunctionType):
+                raise
+            return self.special_method(tx, "__getattr__").call(tx, [ConstantVariable(name)], {})
+
+    def _c_getattr(self, tx, name: str) -> VariableTracker:
+        """The lookup of a C class with its own ``tp_getattro`` (a ContextVar): the generic
+        one, except that a name it does not find may still exist (a graph break)."""
+        try:
+            return self.generic_getattr(tx, name)
+        except TracedException as error:
+            if issubclass(error.cls, AttributeError):
+                raise Unsupported(f"attribute {name!r} of a {self.cls.__qualname__} object, "
+                                  "whose class looks attributes up in C") from None
+            raise
+
+    def generic_getattr(self, tx, name: str) -> VariableTracker:
+        """``object.__getattribute__(self, name)``: data descriptors, the instance dict, then
+        the class."""
         if name in self.attrs:
             return self.attrs[name]
         if name == "__class__":
             return ClassVariable(self.cls)
+        if name == "__dict__":
+            return self._instance_dict(tx)
         class_attr = lookup_class_attr(self.cls, name)
         data_descriptor = hasattr(type(class_attr), "__set__")
         if not data_descriptor and not self.is_new:
@@ -297,17 +517,14 @@ class UserObjectVariable(VariableTracker):
             except AttributeError as error:
                 self._guard_absent(tx, name)
                 raise raise_real(error) from error
-        if class_attr is MISSING:
-            if lookup_class_attr(self.cls, "__getattr__") is not MISSING:
-                raise Unsupported(f"{self.cls.__qualname__}.__getattr__ is not traced")
+        if class_attr is MISSING or (isinstance(class_attr, types.MemberDescriptorType) and
+                                     self.is_new):
             self._guard_absent(tx, name)
             raise raise_real(AttributeError(
-                f"{self.cls.__qualname__!r} object has no attribute {name!r}"))
-        source = None
-        if self.source is not None:
-            source = AttrSource(AttrSource(self.source, "__class__"), name)
-            if not data_descriptor and hasattr(self.value, "__dict__"):
-                tx.guards.not_shadowed(self.source, name)  # o.method = ... later would win
+                f"{self.cls.__name__!r} object has no attribute {name!r}"))
+        source = self._class_attr_source(name)
+        if source is not None and not data_descriptor and hasattr(self.value, "__dict__"):
+            tx.guards.not_shadowed(self.source, name)  # o.method = ... later would win
         return bind_class_attr(tx, self, self.cls, name, class_attr, source)
 
     def _guard_absent(self, tx, name: str) -> None:
@@ -315,49 +532,52 @@ class UserObjectVariable(VariableTracker):
         if self.source is not None and not self.is_new:
             tx.guards.attr_absent(self.source, name)
 
+    def _instance_dict(self, tx) -> VariableTracker:
+        if lookup_class_attr(self.cls, "__dict__") is MISSING:
+            raise raise_real(AttributeError(
+                f"{self.cls.__name__!r} object has no attribute '__dict__'"))
+        if not self.is_new:
+            return InputInstanceDictVariable(self)
+        return InstanceDictVariable(self)
+
     def _wrap_attr(self, tx, name: str, value: Any) -> VariableTracker:
         if self.source is None:
             return tx.wrap_unguarded(value)
         return tx.builder.wrap(value, AttrSource(self.source, name))
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        """``self.name = value``: the class's ``__setattr__`` if it defines one in Python."""
+        setter = lookup_class_attr(self.cls, "__setattr__")
+        if isinstance(setter, types.FunctionType):
+            self.special_method(tx, "__setattr__").call(tx, [ConstantVariable(name), value], {})
+        elif setter is object.__setattr__:
+            self.generic_setattr(tx, name, value)
+        else:
+            raise Unsupported(f"{self.cls.__qualname__}.__setattr__ of type "
+                              f"{type(setter).__name__} is not traced")
+
+    def generic_setattr(self, tx, name: str, value: VariableTracker) -> None:
+        """``object.__setattr__(self, name, value)``: descriptors, else the instance dict."""
         if not self.is_new and self.source is None:
             raise Unsupported(f"attribute assignment on {self!r}, which has no source to "
                               "write it back through", break_type="side_effect")
         descriptor = lookup_class_attr(self.cls, name)
-        if isinstance(descriptor, property) and descriptor.fset is not None:
+        if isinstance(descriptor, property):
+            if descriptor.fset is None:
+                raise raise_real(AttributeError(
+                    f"property {name!r} of {self.cls.__name__!r} object has no setter"))
             UserFunctionVariable(descriptor.fset).call(tx, [self, value], {})
             return
         slot = isinstance(descriptor, types.MemberDescriptorType) and self.is_new
         if hasattr(type(descriptor), "__set__") and not slot:
             raise Unsupported(f"assignment through descriptor {self.cls.__qualname__}.{name}")
+        if not slot and lookup_class_attr(self.cls, "__dict__") is MISSING:
+            raise raise_real(AttributeError(
+                f"{self.cls.__name__!r} object has no attribute {name!r}"))
         if not self.is_new:
             # An input object: the ledger writes the attribute back after the graph runs.
             tx.output.side_effects.store(AttrSource(self.source, name), value, owner=self)
         self.attrs[name] = value
-
-    def unpack(self, tx) -> list[VariableTracker]:
-        """Iterate a user object: its ``__iter__`` (a generator or an iterator object)."""
-        if not isinstance(lookup_class_attr(self.cls, "__iter__"), types.FunctionType):
-            return super().unpack(tx)
-        iterator = self.var_getattr(tx, "__iter__").call(tx, [], {})
-        if not isinstance(iterator, UserObjectVariable):
-            return iterator.unpack(tx)
-        return iterator.drain(tx)
-
-    def drain(self, tx) -> list[VariableTracker]:
-        """Call ``__next__`` until it raises StopIteration (bounded, like every loop traced)."""
-        items = []
-        next_method = self.var_getattr(tx, "__next__")
-        while len(items) < MAX_ITERATION:
-            try:
-                items.append(next_method.call(tx, [], {}))
-            except TracedException as error:
-                if issubclass(error.cls, StopIteration):
-                    return items
-                raise
-        raise Unsupported(f"iterating a {self.cls.__qualname__} gave more than {MAX_ITERATION} "
-                          "items while tracing")
 
     def call(self, tx, args, kwargs):
         if issubclass(self.cls, torch.nn.Module):
@@ -407,13 +627,190 @@ class SuperVariable(VariableTracker):
         if attr is MISSING:
             raise Unsupported(f"'super' object has no attribute {name!r}",
                               break_type="user_exception")
-        if attr is object.__init__:
-            return NoOpVariable()
         return bind_class_attr(tx, self.obj, obj_type, name, attr, None)
 
 
-class NoOpVariable(VariableTracker):
-    """A call with no effect and result None (``object.__init__`` through ``super()``)."""
+class InstanceDictVariable(DictVariable):
+    """``obj.__dict__`` of an object made in the frame: its items are the object's attributes
+    (one dict, so a store through either is seen through the other)."""
+
+    def __init__(self, owner: UserObjectVariable) -> None:
+        super().__init__({})
+        self.owner = owner
+        self.items = owner.attrs
+
+    def reconstruct(self, codegen: OutputCodegen) -> str:
+        return f"{self.owner.reconstruct(codegen)}.__dict__"
+
+
+class InputInstanceDictVariable(VariableTracker):
+    """``obj.__dict__`` of an object from the inputs, read-only: its keys are guarded (so a key's
+    presence or absence is known), a value is read like the attribute of that name."""
+
+    READ_ONLY = frozenset({"get", "keys", "items", "values", "copy", "__contains__",
+                           "__getitem__", "__len__", "__iter__"})
+
+    def __init__(self, owner: UserObjectVariable) -> None:
+        super().__init__()
+        self.owner = owner
+
+    def describe(self) -> str:
+        return f"{self.owner.describe()}.__dict__"
+
+    def python_type(self) -> type:
+        return dict
+
+    def truthy(self, tx) -> bool:
+        return bool(self._keys(tx))
+
+    def _keys(self, tx) -> list[str]:
+        """The keys now: the real ones (guarded) and those the frame stored."""
+        real = list(self.owner.value.__dict__)
+        if not self.owner.is_new and self.owner.source is not None:
+            tx.guards.dict_keys(AttrSource(self.owner.source, "__dict__"), real)
+        return real + [k for k in self.owner.attrs if k not in real]
+
+    def getitem(self, tx, index: VariableTracker) -> VariableTracker:
+        key = index.as_constant()
+        if key not in self._keys(tx):
+            raise raise_real(KeyError(key))
+        return self.owner.generic_getattr(tx, key) if key in self.owner.attrs else \
+            self.owner._wrap_attr(tx, key, self.owner.value.__dict__[key])
+
+    def contains(self, tx, item: VariableTracker) -> bool:
+        return item.as_constant() in self._keys(tx)
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        return [ConstantVariable(k) for k in self._keys(tx)]
+
+    def snapshot(self, tx) -> DictVariable:
+        """A copy of the items, for the methods that only read them."""
+        return DictVariable({k: self.getitem(tx, ConstantVariable(k)) for k in self._keys(tx)})
+
+    def var_getattr(self, tx, name):
+        if name not in self.READ_ONLY:
+            raise Unsupported(f"{name} on the __dict__ of {self.owner!r}, an object from the "
+                              "inputs (only reads are traced)", break_type="side_effect")
+        if name == "get":
+            return _DictGetVariable(self)
+        return self.snapshot(tx).var_getattr(tx, name)
+
+
+class _DictGetVariable(VariableTracker):
+    """``d.get(key, default=None)`` on a read-only instance dict."""
+
+    def __init__(self, view: InputInstanceDictVariable) -> None:
+        super().__init__()
+        self.view = view
 
     def call(self, tx, args, kwargs):
-        return ConstantVariable(None)
+        default = args[1] if len(args) > 1 else ConstantVariable(None)
+        if self.view.contains(tx, args[0]):
+            return self.view.getitem(tx, args[0])
+        return default
+
+
+# C methods of builtin types, as they appear on classes (``dict.get``, ``object.__setattr__``).
+C_DESCRIPTORS = (types.WrapperDescriptorType, types.MethodDescriptorType)
+
+
+class BuiltinMethodVariable(VariableTracker):
+    """A C method of a builtin type bound to a tracked object: ``super().get`` in a dict
+    subclass, ``obj.__eq__`` inherited from ``object``."""
+
+    callable_kind = True
+
+    def __init__(self, descriptor: Any, obj: VariableTracker) -> None:
+        super().__init__()
+        self.descriptor, self.obj = descriptor, obj
+
+    def describe(self) -> str:
+        return f"{self.descriptor.__objclass__.__name__}.{self.descriptor.__name__}"
+
+    def python_type(self) -> type:
+        if isinstance(self.descriptor, types.WrapperDescriptorType):
+            return types.MethodWrapperType
+        return types.BuiltinMethodType
+
+    def call(self, tx, args, kwargs):
+        return call_builtin_descriptor(tx, self.descriptor, [self.obj, *args], kwargs)
+
+
+def call_builtin_descriptor(tx, descriptor: Any, args: list[VariableTracker],
+                            kwargs: dict[str, VariableTracker]) -> VariableTracker:
+    """``dict.get(d, k)``: a C method of a builtin type called with its object first."""
+    owner, name = descriptor.__objclass__, descriptor.__name__
+    if not args:
+        raise raise_real(TypeError(f"unbound method {owner.__name__}.{name}() needs an "
+                                   "argument"))
+    receiver, rest = args[0], list(args[1:])
+    receiver_type = receiver.python_type()
+    if not issubclass(receiver_type, owner):
+        raise raise_real(TypeError(f"descriptor {name!r} for {owner.__name__!r} objects doesn't "
+                                   f"apply to a {receiver_type.__name__!r} object"))
+    if isinstance(receiver, UserObjectVariable):
+        return receiver.call_builtin_method(tx, owner, name, rest, kwargs)
+    return call_builtin_method(tx, receiver, receiver, owner, name, rest, kwargs)
+
+
+# -- object's own C methods on user objects: (tx, obj, *args) -> tracker ------------------------
+def _attribute_name(name: VariableTracker) -> str:
+    value = name.as_constant()
+    if not isinstance(value, str):
+        raise raise_real(TypeError(f"attribute name must be string, not "
+                                   f"'{type(value).__name__}'"))
+    return value
+
+
+def _object_setattr(tx, obj, name, value):
+    obj.generic_setattr(tx, _attribute_name(name), value)
+    return ConstantVariable(None)
+
+
+def _object_getattribute(tx, obj, name):
+    return obj.generic_getattr(tx, _attribute_name(name))
+
+
+def _object_init(tx, obj, *args):
+    if args:  # object_init: extra arguments are an error unless only __new__ is overridden
+        if lookup_class_attr(obj.cls, "__init__") is not object.__init__:
+            raise raise_real(TypeError("object.__init__() takes exactly one argument (the "
+                                       "instance to initialize)"))
+        if lookup_class_attr(obj.cls, "__new__") is object.__new__:
+            raise raise_real(TypeError(f"{obj.cls.__name__}.__init__() takes exactly one "
+                                       "argument (the instance to initialize)"))
+    return ConstantVariable(None)
+
+
+def _object_eq(tx, obj, other):
+    return ConstantVariable(True if tx.is_same(obj, other) else NotImplemented)
+
+
+def _object_ne(tx, obj, other):
+    equal = obj.special_method(tx, "__eq__").call(tx, [other], {})
+    if equal.is_constant() and equal.as_constant() is NotImplemented:
+        return equal
+    return ConstantVariable(not equal.truthy(tx))
+
+
+def _not_implemented(tx, obj, other):
+    return ConstantVariable(NotImplemented)
+
+
+def _none(tx, obj, *args):
+    return ConstantVariable(None)
+
+
+# object's C methods that user objects are traced through (the others read identity, repr...).
+OBJECT_METHODS = {
+    "__setattr__": _object_setattr,  # the store itself, past the class's __setattr__
+    "__getattribute__": _object_getattribute,  # the lookup itself, without __getattr__
+    "__init__": _object_init,  # nothing, or TypeError for arguments it does not take
+    "__eq__": _object_eq,  # identity, else NotImplemented
+    "__ne__": _object_ne,  # the inverse of the class's __eq__
+    "__lt__": _not_implemented,
+    "__le__": _not_implemented,
+    "__gt__": _not_implemented,
+    "__ge__": _not_implemented,
+    "__init_subclass__": _none,
+}
