@@ -8,6 +8,7 @@ symbolic.
 from __future__ import annotations
 
 import builtins
+import inspect
 import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -30,7 +31,7 @@ from graphlift.variables.containers import (
     sort_trackers,
 )
 from graphlift.variables.exceptions import ExceptionVariable
-from graphlift.variables.functions import UserFunctionVariable
+from graphlift.variables.functions import UserFunctionVariable, UserMethodVariable
 from graphlift.variables.iterators import (
     EnumerateIteratorVariable,
     GeneratorVariable,
@@ -340,6 +341,48 @@ def _new(base: type) -> Callable:
     return handler
 
 
+def _signature(tx, args, kwargs):
+    """``inspect.signature(f)`` of a user function or method: computed from the real function,
+    which the trace already pins (its defaults are read, so guarded, through ``f``)."""
+    if len(args) != 1 or kwargs:
+        raise Unsupported("inspect.signature() with options")
+    target = args[0]
+    bound = isinstance(target, UserMethodVariable)
+    function = target.fn if bound else target
+    if not isinstance(function, UserFunctionVariable):
+        raise Unsupported(f"inspect.signature() of {target!r}")
+    function.defaults(tx)
+    function.kwdefaults(tx)
+    signature = inspect.signature(function.fn)
+    if bound:
+        parameters = list(signature.parameters.values())
+        if not parameters or parameters[0].kind not in (inspect.Parameter.POSITIONAL_ONLY,
+                                                        inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            raise Unsupported(f"inspect.signature() of {target!r}, a method without self")
+        signature = signature.replace(parameters=parameters[1:])
+    return SignatureVariable(signature)
+
+
+class SignatureVariable(VariableTracker):
+    """An ``inspect.Signature`` computed while tracing; ``parameters`` is a dict of them."""
+
+    def __init__(self, signature: inspect.Signature) -> None:
+        super().__init__()
+        self.signature = signature
+
+    def describe(self) -> str:
+        return str(self.signature)
+
+    def python_type(self) -> type:
+        return inspect.Signature
+
+    def var_getattr(self, tx, name):
+        if name == "parameters":
+            return DictVariable({k: tx.wrap_unguarded(p)
+                                 for k, p in self.signature.parameters.items()})
+        raise Unsupported(f"attribute {name!r} of an inspect.Signature")
+
+
 def _str(tx, args, kwargs):
     if len(args) == 1 and isinstance(args[0], ExceptionVariable):
         return ConstantVariable(str(args[0].as_real()))
@@ -359,6 +402,7 @@ BUILTIN_HANDLERS: dict[Any, Callable] = {
     hasattr: _hasattr,
     setattr: _setattr,  # on objects: a store (in-frame) or a ledger entry (inputs)
     bool: _bool,  # of a user object: its __bool__ or __len__
+    inspect.signature: _signature,  # of a user function or method, from the real function
     # True while tracing, as under torch.compile: libraries take their compile-friendly paths.
     torch.compiler.is_compiling: lambda tx, args, kwargs: ConstantVariable(True),
     torch.compiler.is_dynamo_compiling: lambda tx, args, kwargs: ConstantVariable(True),
