@@ -20,6 +20,8 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from graphlift import bytecode, trace_rules
 from graphlift.break_types import default_hints
 from graphlift.bytecode import Instruction
@@ -47,6 +49,7 @@ from graphlift.variables.containers import (
     ListVariable,
     SetVariable,
     TupleVariable,
+    mapping_pairs,
 )
 from graphlift.variables.exceptions import ExceptionVariable, tracker_of
 from graphlift.variables.functions import (
@@ -65,6 +68,7 @@ from graphlift.variables.objects import (
     bind_class_attr,
 )
 from graphlift.variables.symbolic import (
+    SizeVariable,
     SliceVariable,
     SymNodeVariable,
     has_symbol,
@@ -604,6 +608,8 @@ class InstructionTranslator:
             op = OUT_OF_PLACE[op]
         if isinstance(left, TensorVariable) or isinstance(right, TensorVariable):
             return call_torch(self, "call_function", op, [left, right], {})
+        if op in (operator.add, operator.iadd) and is_tuple_concat(left, right):
+            return tuple_concat(left, right, self)
         if isinstance(left, BaseListVariable):
             return self.sequence_op(op, left, right)
         if symbolic_operands(left, right):  # x.shape[0] * 2: a node computing a SymInt
@@ -704,7 +710,17 @@ class InstructionTranslator:
             return call_torch(self, "call_function", op, [left, right], {})
         if left.is_constant() and right.is_constant():
             return fold_operator(op, left.as_constant(), right.as_constant())
+        if isinstance(left, BaseListVariable) and isinstance(right, BaseListVariable) and \
+                left.container is right.container and symbol in ("==", "!="):
+            return ConstantVariable(self.sequences_equal(left, right) == (symbol == "=="))
         return self.user_comparison(symbol, left, right)
+
+    def sequences_equal(self, left: BaseListVariable, right: BaseListVariable) -> bool:
+        """``left == right`` for two lists or two tuples: lengths, then items (identity first)."""
+        if len(left.items) != len(right.items):
+            return False
+        return all(a is b or self.compare("==", a, b).truthy(self)
+                   for a, b in zip(left.items, right.items))
 
     def user_comparison(self, symbol: str, left: VariableTracker, right: VariableTracker) -> \
             VariableTracker:
@@ -744,9 +760,10 @@ class InstructionTranslator:
             return item.as_constant() in container.items
         if container.is_constant() and item.is_constant():
             return item.as_constant() in container.as_constant()
-        if isinstance(container, BaseListVariable) and item.is_constant():
-            return any(i.is_constant() and i.as_constant() == item.as_constant()
-                       for i in container.items)
+        if isinstance(container, BaseListVariable):
+            # As PyObject_RichCompareBool: identity first, then ==, element by element.
+            return any(element is item or self.compare("==", element, item).truthy(self)
+                       for element in container.items)
         raise Unsupported(f"'in' test of {item!r} in {container!r}")
 
     # -- subscripts ----------------------------------------------------------------------------
@@ -878,19 +895,21 @@ class InstructionTranslator:
 
     def DICT_UPDATE(self, inst: Instruction) -> None:
         other = self.pop()
-        if not isinstance(other, DictVariable):
-            raise Unsupported(f"dict update from {other!r}")
-        self.building(inst, DictVariable).items.update(other.items)
+        self.building(inst, DictVariable).items.update(self.mapping_items(other))
 
     def DICT_MERGE(self, inst: Instruction) -> None:
-        other = self.peek()
-        target = self.peek(inst.arg + 1)
-        if isinstance(other, DictVariable) and isinstance(target, DictVariable) and \
-                target.items.keys() & other.items.keys():
+        other = self.pop()
+        target = self.building(inst, DictVariable)
+        items = self.mapping_items(other)
+        if target.items.keys() & items.keys():
             # f(**a, **b) with a key in both: eager's TypeError names the function its own way.
             raise Unsupported("a keyword argument given twice through ** (eager raises "
                               "TypeError)", break_type="user_exception")
-        self.DICT_UPDATE(inst)
+        target.items.update(items)
+
+    def mapping_items(self, other: VariableTracker) -> dict[Any, VariableTracker]:
+        """What ``{**other}`` reads: a mapping's items, through ``keys()`` and ``other[key]``."""
+        return {k.as_constant(): v for k, v in mapping_pairs(self, other, mapping_only=True)}
 
     def UNPACK_SEQUENCE(self, inst: Instruction) -> None:
         items = self.pop().unpack(self)
@@ -1161,6 +1180,24 @@ def _rebind(scratch: Any, value: VariableTracker) -> VariableTracker:
                                AllowedFunctionVariable)):
         return value  # holds no node of the real graph
     raise GraphliftError(f"the sandbox cannot take {value!r}")
+
+
+def is_tuple_concat(left: VariableTracker, right: VariableTracker) -> bool:
+    """``a + b`` of two tuples where one is a tracker of items (``(-1,) + x.shape[1:]``)."""
+    if not (isinstance(left, TupleVariable) or isinstance(right, TupleVariable)):
+        return False
+    return all(isinstance(v, TupleVariable) or
+               (v.is_constant() and isinstance(v.as_constant(), tuple)) for v in (left, right))
+
+
+def tuple_concat(left: VariableTracker, right: VariableTracker,
+                 tx: InstructionTranslator) -> VariableTracker:
+    """tuple + tuple is a tuple; with a torch.Size on either side a torch.Size (its ``__add__``
+    and ``__radd__``), kept as items so symbolic sizes stay symbolic."""
+    items = left.unpack(tx) + right.unpack(tx)
+    if torch.Size in (left.python_type(), right.python_type()):
+        return SizeVariable(items)
+    return TupleVariable(items)
 
 
 def fold_operator(op: Any, *values: Any) -> VariableTracker:

@@ -72,7 +72,28 @@ def _len(tx, args, kwargs):
 
 
 def _int(tx, args, kwargs):
-    return int_of(tx, args, kwargs) or fold(int, args, kwargs)
+    return _converted(tx, "__int__", args, kwargs) or int_of(tx, args, kwargs) or \
+        fold(int, args, kwargs)
+
+
+def _converted(tx, dunder: str, args, kwargs) -> VariableTracker | None:
+    """``int(obj)``, ``float(obj)``, ``str(obj)`` of a user object: its conversion method."""
+    if len(args) != 1 or kwargs or not isinstance(args[0], UserObjectVariable):
+        return None
+    method = args[0].special_method(tx, dunder)
+    if method is None:
+        raise Unsupported(f"{dunder[2:-2]}() of {args[0]!r}, whose class has no {dunder}")
+    return method.call(tx, [], {})
+
+
+def _float(tx, args, kwargs):
+    return _converted(tx, "__float__", args, kwargs) or fold(float, args, kwargs)
+
+
+def _object(tx, args, kwargs):
+    if args or kwargs:
+        raise raise_real(TypeError("object() takes no arguments"))
+    return new_object(tx, object, [], {})
 
 
 def _isinstance(tx, args, kwargs):
@@ -326,6 +347,11 @@ def _new(base: type) -> Callable:
             raise raise_real(TypeError(f"{base.__name__}.__new__(X): X is not a subtype of "
                                        f"{base.__name__}"))
         rest = list(args[1:])
+        c_new = next(vars(k)["__new__"] for k in cls.__mro__
+                     if not isinstance(vars(k).get("__new__", staticmethod(None)), staticmethod))
+        if c_new is not base.__new__:  # tp_new_wrapper: the builtin part must be base's
+            raise raise_real(TypeError(f"{base.__name__}.__new__({cls.__name__}) is not safe, "
+                                       f"use {cls.__name__}.__new__()"))
         if cls is base:  # dict.__new__(dict): the builtin; mutable ones ignore the arguments
             keep = base in (tuple, frozenset, str, int, float)
             return BuiltinVariable(base).call(tx, rest if keep else [], kwargs if keep else {})
@@ -386,7 +412,7 @@ class SignatureVariable(VariableTracker):
 def _str(tx, args, kwargs):
     if len(args) == 1 and isinstance(args[0], ExceptionVariable):
         return ConstantVariable(str(args[0].as_real()))
-    return fold(str, args, kwargs)
+    return _converted(tx, "__str__", args, kwargs) or fold(str, args, kwargs)
 
 
 # builtin -> handler(tx, args, kwargs). One row per builtin with symbolic arguments.
@@ -428,7 +454,9 @@ BUILTIN_HANDLERS: dict[Any, Callable] = {
     set: _set(frozen=False),
     frozenset: _set(frozen=True),
     str: _str,  # str(exception) inside an except block
-    int: _int,  # int(n) of a symbolic int stays symbolic; anything else folds
+    int: _int,  # int(n) of a symbolic int stays symbolic; of an object: __int__; else folds
+    float: _float,  # of an object: __float__; else folds
+    object: _object,  # a new bare object
 }
 
 

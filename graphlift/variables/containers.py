@@ -449,16 +449,19 @@ class DictViewVariable(VariableTracker):
 DICT_VIEW_TYPES = {type(getattr({}, kind)()): kind for kind in ("keys", "values", "items")}
 
 
-def mapping_pairs(tx: InstructionTranslator, other: VariableTracker) -> \
-        list[tuple[VariableTracker, VariableTracker]]:
+def mapping_pairs(tx: InstructionTranslator, other: VariableTracker,
+                  mapping_only: bool = False) -> list[tuple[VariableTracker, VariableTracker]]:
     """The (key, value) pairs that ``dict.update(other)`` reads: a dict's items directly, a
-    mapping's through ``keys()`` and subscripts, else the pairs that iterating ``other`` gives."""
+    mapping's through ``keys()`` and subscripts, else the pairs that iterating ``other`` gives
+    (``{**other}`` takes mappings only)."""
     items = other.mapping_items(tx)
     if items is not None:
         return [(wrap_constant(k), v) for k, v in items.items()]
     if _has_keys(other):
         keys = other.var_getattr(tx, "keys").call(tx, [], {}).unpack(tx)
         return [(key, tx.subscript(other, key)) for key in keys]
+    if mapping_only:
+        raise raise_real(TypeError(f"'{other.python_type().__name__}' object is not a mapping"))
     pairs = []
     for pair in other.unpack(tx):
         parts = pair.unpack(tx)
