@@ -30,7 +30,19 @@ import pytest
 import torch
 import torch._dynamo
 import torch._dynamo.testing
-from corpus.harness import R, assert_same_outcome, call, case, case_ids, make_args, run_case
+from corpus.harness import (
+    R,
+    assert_same,
+    assert_same_outcome,
+    call,
+    case,
+    case_ids,
+    make_args,
+    run_case,
+)
+
+import graphlift
+from graphlift.testing import CompileCounter
 
 
 # == subclasses of dict =========================================================================
@@ -991,4 +1003,118 @@ def test_torch_compile_agrees(case):
     eager = call(case.fn, make_args(case, 0))
     assert_same_outcome(eager, call(compiled, make_args(case, 0)))
     assert counter.frame_count == case.graphs
+    torch._dynamo.reset()
+
+
+# == objects alive at a graph break =============================================================
+def output_across_break(x):
+    out = LMOutput(logits=x + 1, hidden=x * 2)
+    print("break")
+    return out.logits + out[1], out, list(out)
+
+
+def output_made_after_break(x):
+    y = x.cos()
+    print("break")
+    return LMOutput(logits=y, loss=y.sum())
+
+
+def dict_sub_across_break(x):
+    d = StrKeys()
+    d[1] = {"v": x}
+    print("break")
+    d[2] = {"v": x + 2}
+    return d.get(1)["v"] + d.get(2)["v"], d
+
+
+def bound_mapping_method_across_break(x):
+    m = Interface()
+    get = m.get
+    y = x + 1
+    print("break")
+    return y * get("sdpa"), get("nope", 3)
+
+
+def bound_list_method_across_break(x):
+    s = Stack([x])
+    push = s.push
+    y = x * 2
+    print("break")
+    push(y)
+    return s, s.top() + 1
+
+
+def builtin_method_across_break(x):
+    d = Plain(a=x)
+    get = d.get
+    y = x - 1
+    print("break")
+    return get("a") + y, get("z", 0)
+
+
+def argument_subclass_mutated_across_break(x, d):
+    d["a"] = x + 1
+    print("break")
+    d["b"] = x * 2
+    return len(d)
+
+
+@dataclasses.dataclass(frozen=True)
+class BreakCase:
+    fn: Any
+    make: Any  # () -> fresh positional arguments
+    graphs: int
+    breaks: int
+    tc: tuple[int, int] | None = None  # torch.compile's (graphs, breaks) where they differ
+
+
+def _x() -> tuple:
+    return (torch.randn(3),)
+
+
+BREAK_CASES = [
+    # torch.compile keeps one of the two graphs: the frame after the break runs eagerly.
+    BreakCase(output_across_break, _x, 2, 1, tc=(1, 1)),
+    BreakCase(output_made_after_break, _x, 2, 1),
+    BreakCase(dict_sub_across_break, _x, 1, 1),  # no torch op before the break
+    # torch.compile runs both frames eagerly (a bound method alive at the break).
+    BreakCase(bound_mapping_method_across_break, _x, 2, 1, tc=(0, 1)),
+    BreakCase(bound_list_method_across_break, _x, 2, 1, tc=(0, 1)),
+    BreakCase(builtin_method_across_break, _x, 2, 1),
+    BreakCase(argument_subclass_mutated_across_break, lambda: (torch.randn(3), Plain(z=1)), 2, 1),
+]
+
+
+def _run(fn, c: BreakCase, seed: int, capsys) -> tuple[Any, str, tuple]:
+    """Call ``fn`` on the case's arguments made after seeding; the result, what it printed, and
+    the arguments afterwards."""
+    torch.manual_seed(seed)
+    args = c.make()
+    result = fn(*args)
+    return result, capsys.readouterr().out, args
+
+
+@pytest.mark.parametrize("c", BREAK_CASES, ids=[c.fn.__name__ for c in BREAK_CASES])
+def test_alive_at_a_graph_break(c: BreakCase, capsys) -> None:
+    """Eager, graphlift and torch.compile agree; graphlift's graph and break counts are
+    torch.compile's (measured here), or the better ones recorded in ``tc``."""
+    torch.manual_seed(0)
+    report = graphlift.explain(c.fn)(*c.make())
+    capsys.readouterr()
+    graphlift.reset()
+    counter = CompileCounter()
+    compiled = graphlift.compile(c.fn, backend=counter)
+    for seed in (0, 1):
+        assert_same(_run(c.fn, c, seed, capsys), _run(compiled, c, seed, capsys))
+    ours = (counter.frame_count, report.graph_break_count)
+    assert ours == (c.graphs, c.breaks), f"graphlift: (graphs, breaks) {ours}"
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    tc_counter = torch._dynamo.testing.CompileCounter()
+    tc_compiled = torch.compile(c.fn, backend=tc_counter)
+    assert_same(_run(c.fn, c, 0, capsys), _run(tc_compiled, c, 0, capsys))
+    tc_breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
+    theirs = (tc_counter.frame_count, tc_breaks)
+    assert theirs == (c.tc or (c.graphs, c.breaks)), f"torch.compile: (graphs, breaks) {theirs}"
     torch._dynamo.reset()

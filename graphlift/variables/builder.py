@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from graphlift import trace_rules
 from graphlift.config import config
 from graphlift.exc import Unsupported
 from graphlift.polyfills import POLYFILLS
@@ -29,7 +30,7 @@ from graphlift.sources import (
     ViewDictSource,
     is_pinned,
 )
-from graphlift.variables.base import VariableTracker
+from graphlift.variables.base import VariableTracker, lookup_class_attr
 from graphlift.variables.callables import (
     StandInObjectVariable,
     is_classified_callable,
@@ -52,7 +53,11 @@ from graphlift.variables.containers import (
 )
 from graphlift.variables.context import ContextMethodVariable, GradModeVariable
 from graphlift.variables.nn_module import NNModuleVariable, wrap_module
-from graphlift.variables.objects import PythonModuleVariable, UserObjectVariable
+from graphlift.variables.objects import (
+    BuiltinMethodVariable,
+    PythonModuleVariable,
+    UserObjectVariable,
+)
 from graphlift.variables.subclasses import is_builtin_subclass_object, wrap_builtin_subclass
 from graphlift.variables.symbolic import wrap_scalar_input
 from graphlift.variables.tensor import TensorMethodVariable, TensorVariable
@@ -124,6 +129,15 @@ def _wrap_tensor_method(builder: VariableBuilder, value: Any, source: Source) ->
     builder.tx.guards.constant_match(AttrSource(source, "__name__"), value.__name__)
     tensor = builder.wrap(value.__self__, AttrSource(source, "__self__"))
     return TensorMethodVariable(tensor, value.__name__)
+
+
+def _wrap_builtin_method(builder: VariableBuilder, value: Any,
+                         source: Source) -> VariableTracker:
+    """A C method of a builtin type bound to an object (``get = d.get`` carried across a graph
+    break): the object is the input, the method's name a constant."""
+    builder.tx.guards.constant_match(AttrSource(source, "__name__"), value.__name__)
+    obj = builder.wrap(value.__self__, AttrSource(source, "__self__"))
+    return BuiltinMethodVariable(builtin_descriptor(value), obj)
 
 
 def _wrap_number(builder: VariableBuilder, value: int | float,
@@ -281,6 +295,17 @@ def _is_tensor_method(value: Any) -> bool:
         isinstance(getattr(value, "__self__", None), torch.Tensor)
 
 
+def builtin_descriptor(method: Any) -> Any:
+    """The C method of a builtin type (``dict.get``) that ``method`` is bound from, or None."""
+    if not isinstance(method, types.BuiltinMethodType) or \
+            isinstance(method.__self__, (type, types.ModuleType)):
+        return None
+    descriptor = lookup_class_attr(type(method.__self__), method.__name__)
+    if not trace_rules.is_builtin_method(descriptor):
+        return None
+    return descriptor if descriptor.__get__(method.__self__) == method else None
+
+
 def _is_sequence(value: Any) -> bool:
     """A list, a tuple or a namedtuple (not a subclass of list or of tuple otherwise)."""
     return type(value) in (list, tuple) or \
@@ -300,6 +325,8 @@ WRAP_ROWS = (
     (lambda v: isinstance(v, torch.Tensor), _wrap_tensor),
     # Before the callable row, which would pin a method object that is new on every read.
     (_is_tensor_method, _wrap_tensor_method),
+    # Before the callable row, like the tensor methods: ``d.get`` of a dict or user object.
+    (lambda v: builtin_descriptor(v) is not None, _wrap_builtin_method),
     # Before the constant row, where it falls back to; exact types, so a bool is no int symbol.
     (lambda v: type(v) in (int, float), _wrap_number),
     # Before the constant row: guarded when first used, so a scalar never read costs no guard.

@@ -257,6 +257,11 @@ class UserMethodVariable(VariableTracker):
     def call(self, tx, args, kwargs):
         return self.fn.call(tx, [self.obj, *args], kwargs)
 
+    def reconstruct(self, codegen: OutputCodegen) -> str:
+        """The bound method made anew from its function and object (alive at a graph break)."""
+        function, obj = self.fn.reconstruct(codegen), self.obj.reconstruct(codegen)
+        return f"{codegen.constant(types.MethodType)}({function}, {obj})"
+
 
 def bind_arguments(code: types.CodeType, args: list[VariableTracker],
                    kwargs: dict[str, VariableTracker], defaults: list[VariableTracker],

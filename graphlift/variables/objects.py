@@ -735,6 +735,9 @@ class BuiltinMethodVariable(VariableTracker):
     def call(self, tx, args, kwargs):
         return call_builtin_descriptor(tx, self.descriptor, [self.obj, *args], kwargs)
 
+    def reconstruct(self, codegen: OutputCodegen) -> str:
+        return f"{codegen.constant(self.descriptor)}.__get__({self.obj.reconstruct(codegen)})"
+
 
 def call_builtin_descriptor(tx, descriptor: Any, args: list[VariableTracker],
                             kwargs: dict[str, VariableTracker]) -> VariableTracker:
