@@ -9,6 +9,7 @@ function replays the final state after the graph has run, in the order the store
     list.__setitem__(xs, slice(None), [__gl_out[0], 3])   # a list argument that was appended to
     self.count = 4                        # an attribute store on an input object
     __gl_G['STEP'] = 5                    # a global store
+    __gl_G['logger'].warning('slow')      # a logging call, replayed after the writes
 
 Writes made before the trace's first tensor operation have happened in eager Python even when
 that operation (or a later one) raises, so the run function also applies those, as they stood
@@ -39,18 +40,35 @@ class Store:
     owner: VariableTracker | None = None  # the input object whose attribute is stored
 
 
+@dataclass
+class DeferredCall:
+    """``obj.method(*args, **kwargs)`` run after the graph (a logging call); arguments are
+    constants, so running it later sees the values it was given."""
+
+    obj: VariableTracker
+    method: str
+    args: list[VariableTracker]
+    kwargs: dict[str, VariableTracker]
+
+
 class SideEffects:
     """Records mutations of objects that outlive the frame, in program order."""
 
     def __init__(self) -> None:
         self.mutated_containers: list[VariableTracker] = []
         self.stores: list[Store] = []
+        self.calls: list[DeferredCall] = []
         self._pending: dict[Source, VariableTracker] = {}
         # (container, its items then) and the number of stores, when the first op was traced.
         self._before_ops: tuple[list[tuple[VariableTracker, Any]], int] | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.mutated_containers or self.stores)
+        return bool(self.mutated_containers or self.stores or self.calls)
+
+    def defer_call(self, obj: VariableTracker, method: str, args: list[VariableTracker],
+                   kwargs: dict[str, VariableTracker]) -> None:
+        """A call replayed after the graph and the writes, in the order the calls were made."""
+        self.calls.append(DeferredCall(obj, method, list(args), dict(kwargs)))
 
     def mutate_container(self, container: VariableTracker) -> None:
         """A list, dict or set from the inputs changed; its final items are written back."""
@@ -74,8 +92,14 @@ class SideEffects:
                                 len(self.stores))
 
     def replay(self, codegen: OutputCodegen) -> list[str]:
-        """Statements that make real objects match the traced program's final state."""
-        return _writes(self.mutated_containers, self.stores, codegen)
+        """Statements that make real objects match the traced program's final state, then the
+        deferred calls in order."""
+        calls = []
+        for call in self.calls:
+            arguments = [a.reconstruct(codegen) for a in call.args]
+            arguments += [f"{k}={v.reconstruct(codegen)}" for k, v in call.kwargs.items()]
+            calls.append(f"{call.obj.reconstruct(codegen)}.{call.method}({', '.join(arguments)})")
+        return [*_writes(self.mutated_containers, self.stores, codegen), *calls]
 
     def replay_before_ops(self, codegen: OutputCodegen) -> list[str]:
         """Statements that make real objects match the state before the first tensor operation,

@@ -67,6 +67,14 @@ CONSTANT_CLASSES = frozenset({dict, str, int, float, bytes, tuple, frozenset, co
 BUILTIN_METHOD_TYPES = frozenset({object, dict, list, tuple, set, frozenset, str, int, float,
                                   bool, collections.OrderedDict, collections.defaultdict})
 
+# Methods of logging.Logger objects that are replayed after the graph, in program order, instead
+# of breaking it (torch.compile's reorderable logging): they return None, and their arguments
+# must be constants. transformers adds warning_once, info_once and warning_advice to Logger.
+DEFERRED_LOGGER_METHODS = frozenset({
+    "debug", "info", "warning", "warn", "error", "critical", "fatal", "log",
+    "warning_once", "info_once", "warning_advice",
+})
+
 # Torch functions that read or change process state: graph break, never a graph node. Keyed by
 # the unwrapped function (see stateful_reason).
 STATEFUL_TORCH_FUNCTIONS = {inspect.unwrap(fn): why for fn, why in {

@@ -23,7 +23,9 @@ PYTEST_DONT_REWRITE: pytest must not rewrite the ``assert`` statements of the co
 import collections
 import collections.abc
 import dataclasses
+import functools
 import inspect
+import logging
 from typing import Any
 
 import pytest
@@ -1118,3 +1120,53 @@ def test_alive_at_a_graph_break(c: BreakCase, capsys) -> None:
     theirs = (tc_counter.frame_count, tc_breaks)
     assert theirs == (c.tc or (c.graphs, c.breaks)), f"torch.compile: (graphs, breaks) {theirs}"
     torch._dynamo.reset()
+
+
+# == logging calls: run after the graph, in order, without a break ===============================
+LOG = logging.getLogger("graphlift.tests.object_model")
+
+
+@functools.lru_cache(None)
+def _warn_once(self, message):
+    self.warning(message)
+
+
+if not hasattr(logging.Logger, "warning_once"):
+    logging.Logger.warning_once = _warn_once  # what transformers adds (the same, if imported)
+
+
+def logs_in_order(x):
+    LOG.warning("first %s", 1)
+    y = x * 2
+    LOG.info("second")
+    LOG.warning_once("only once")
+    return y + 1
+
+
+def test_logging_calls_run_after_the_graph(caplog) -> None:
+    """graphlift keeps one graph (torch.compile 2.13 breaks at each call); the records are
+    eager's, in order, and the lru_cache'd method logs once over all calls."""
+    caplog.set_level(logging.INFO, logger=LOG.name)
+    x = torch.randn(3)
+    expected = logs_in_order(x)
+    eager_records = [r.getMessage() for r in caplog.records]
+    caplog.clear()
+    counter = CompileCounter()
+    compiled = graphlift.compile(logs_in_order, backend=counter, fullgraph=True)
+    torch.testing.assert_close(compiled(x), expected)
+    torch.testing.assert_close(compiled(x), expected)
+    assert counter.frame_count == 1
+    assert [r.getMessage() for r in caplog.records] == eager_records[:2] * 2
+    assert eager_records == ["first 1", "second", "only once"]
+
+
+def logs_a_tensor(x):
+    LOG.warning("value %s", x)
+    return x + 1
+
+
+def test_logging_a_tensor_breaks() -> None:
+    """A logging call with a tensor argument would print the value it has after the graph:
+    a graph break, as under torch.compile."""
+    report = graphlift.explain(logs_a_tensor)(torch.randn(2))
+    assert (report.graph_count, report.graph_break_count) == (1, 1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import enum
 import functools
+import logging
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -505,6 +506,8 @@ class UserObjectVariable(VariableTracker):
             return ClassVariable(self.cls)
         if name == "__dict__":
             return self._instance_dict(tx)
+        if name in trace_rules.DEFERRED_LOGGER_METHODS and issubclass(self.cls, logging.Logger):
+            return DeferredMethodVariable(self, name)
         class_attr = lookup_class_attr(self.cls, name)
         data_descriptor = hasattr(type(class_attr), "__set__")
         if not data_descriptor and not self.is_new:
@@ -628,6 +631,33 @@ class SuperVariable(VariableTracker):
             raise Unsupported(f"'super' object has no attribute {name!r}",
                               break_type="user_exception")
         return bind_class_attr(tx, self.obj, obj_type, name, attr, None)
+
+
+class DeferredMethodVariable(VariableTracker):
+    """A logging method of a ``logging.Logger`` (``logger.warning_once``): a call returns None
+    while tracing and runs after the graph (``trace_rules.DEFERRED_LOGGER_METHODS``)."""
+
+    callable_kind = True
+
+    def __init__(self, obj: UserObjectVariable, name: str) -> None:
+        super().__init__()
+        self.obj, self.name = obj, name
+
+    def describe(self) -> str:
+        return f"{self.obj.describe()}.{self.name}"
+
+    def call(self, tx, args, kwargs):
+        if self.obj.source is None:
+            raise Unsupported(f"{self.describe()}() on a logger reached without a source")
+        if not all(v.is_constant() for v in [*args, *kwargs.values()]):
+            raise Unsupported(f"{self.describe()}() with arguments that are not constants "
+                              "(a logging call runs after the graph, on the values given)",
+                              break_type="skipped_function")
+        tx.output.side_effects.defer_call(self.obj, self.name, args, kwargs)
+        return ConstantVariable(None)
+
+    def reconstruct(self, codegen: OutputCodegen) -> str:
+        return f"{self.obj.reconstruct(codegen)}.{self.name}"
 
 
 class InstanceDictVariable(DictVariable):
