@@ -801,7 +801,7 @@ class InstructionTranslator:
         elif isinstance(obj, DictVariable):
             obj.check_mutable(self)
             obj.items[index.as_constant()] = value
-        elif isinstance(obj, UserObjectVariable):
+        elif isinstance(obj, (UserObjectVariable, InputInstanceDictVariable)):
             obj.setitem(self, index, value)
         else:
             raise Unsupported(f"item assignment on {obj!r}", break_type="side_effect")

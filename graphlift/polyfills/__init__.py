@@ -81,6 +81,8 @@ POLYFILLS: dict[Any, Callable] = {
     # functools.
     _functools.reduce: functools.reduce,  # fold function over the items
     _functools.partial: functools.partial,  # a stand-in object: calls, .func/.args/.keywords
+    # computed once into the instance dict, without the lock
+    _functools.cached_property.__get__: functools.cached_property_get,
     # operator's callable classes: stand-in objects.
     _operator.itemgetter: operator.itemgetter,  # obj[item] or a tuple of items
     _operator.attrgetter: operator.attrgetter,  # obj.a.b or a tuple of attributes

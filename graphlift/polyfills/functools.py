@@ -1,4 +1,5 @@
-"""functools, in Python: ``reduce`` and ``partial`` (as a stand-in class)."""
+"""functools, in Python: ``reduce``, ``partial`` (as a stand-in class) and
+``cached_property.__get__``."""
 
 from __future__ import annotations
 
@@ -49,3 +50,21 @@ class partial:
     def _graphlift_state(real):
         """The stand-in's attributes for a real partial; ``True``: read them from the object."""
         return {"func": real.func, "args": real.args, "keywords": real.keywords}, True
+
+
+_NOT_FOUND = object()
+
+
+def cached_property_get(self, instance, owner=None):
+    """functools.cached_property.__get__ without its lock (a trace runs on one thread): the
+    value cached in the instance dict, else computed once and stored there."""
+    if instance is None:
+        return self
+    if self.attrname is None:
+        raise TypeError("Cannot use cached_property instance without calling __set_name__ on it.")
+    cache = instance.__dict__
+    value = cache.get(self.attrname, _NOT_FOUND)
+    if value is _NOT_FOUND:
+        value = self.func(instance)
+        cache[self.attrname] = value
+    return value

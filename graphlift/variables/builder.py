@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import enum
+import functools
 import gc
 import types
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,7 @@ from graphlift.variables.containers import (
     TupleVariable,
 )
 from graphlift.variables.context import ContextMethodVariable, GradModeVariable
+from graphlift.variables.functions import LruCacheVariable
 from graphlift.variables.nn_module import NNModuleVariable, wrap_module
 from graphlift.variables.objects import (
     BuiltinMethodVariable,
@@ -271,6 +273,12 @@ def _wrap_callable(builder: VariableBuilder, value: Any, source: Source) -> Vari
     return wrap_callable(builder.tx, value, source)
 
 
+def _wrap_lru_cache(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:
+    """A ``functools.lru_cache`` wrapper, pinned by identity (calls trace the wrapped function)."""
+    builder.tx.guards.id_match(source, value)
+    return LruCacheVariable(value, source)
+
+
 def _wrap_nn_module(builder: VariableBuilder, value: torch.nn.Module,
                     source: Source) -> VariableTracker:
     """An ``nn.Module``, pinned by identity: see nn_module."""
@@ -354,6 +362,8 @@ WRAP_ROWS = (
     (is_classified_callable, _wrap_callable),
     # Before the object row: a module's parameters and submodules are pinned through it.
     (lambda v: isinstance(v, torch.nn.Module), _wrap_nn_module),
+    # Before the object row: an lru_cache'd function is called like the function it wraps.
+    (lambda v: isinstance(v, functools._lru_cache_wrapper), _wrap_lru_cache),
     # Members are singletons, pinned by identity; an IntEnum member is no exact int, so it
     # comes this far.
     (lambda v: isinstance(v, enum.Enum), _wrap_enum),
@@ -413,6 +423,11 @@ def _unguarded_nn_module(tx: InstructionTranslator, value: torch.nn.Module) -> V
     return NNModuleVariable(value)
 
 
+def _unguarded_lru_cache(tx: InstructionTranslator, value: Any) -> VariableTracker:
+    """A ``functools.lru_cache`` wrapper."""
+    return LruCacheVariable(value)
+
+
 def _unguarded_object(tx: InstructionTranslator, value: Any) -> VariableTracker:
     """Any other object, its attributes read through it."""
     return UserObjectVariable(value)
@@ -436,6 +451,8 @@ UNGUARDED_ROWS = (
     (_is_constant_keyed_dict, _unguarded_dict),
     # Before the object row: its parameters and submodules are read through it.
     (lambda v: isinstance(v, torch.nn.Module), _unguarded_nn_module),
+    # An lru_cache'd function reached through a guarded module.
+    (lambda v: isinstance(v, functools._lru_cache_wrapper), _unguarded_lru_cache),
     # Members are singletons: constants (an IntEnum member is not an exact int).
     (lambda v: isinstance(v, enum.Enum), _unguarded_constant),
     # Last, and matches everything: any other object is a user object.

@@ -239,6 +239,54 @@ def make_function(code: types.CodeType, globals_dict: dict, defaults: tuple,
     return fn
 
 
+class LruCacheVariable(VariableTracker):
+    """A ``functools.lru_cache`` wrapper: a call traces the wrapped function, when what the
+    cache would hand back cannot differ from that: every argument is a hashable constant, the
+    call has no side effect, and its result is an immutable constant."""
+
+    callable_kind = True
+
+    def __init__(self, wrapper: Any, source: Source | None = None) -> None:
+        super().__init__(source)
+        self.wrapper = wrapper
+
+    def describe(self) -> str:
+        return f"lru_cache({getattr(self.wrapper, '__qualname__', '?')})"
+
+    def python_type(self) -> type:
+        return type(self.wrapper)
+
+    def call(self, tx, args, kwargs):
+        values = [*args, *kwargs.values()]
+        if not all(v.is_constant() and _hashable(v.as_constant()) for v in values):
+            raise Unsupported(f"{self.describe()} called with arguments that are not hashable "
+                              "constants")
+        wrapped = self.wrapper.__wrapped__
+        fn = tx.builder.wrap(wrapped, AttrSource(self.source, "__wrapped__")) \
+            if self.source is not None else UserFunctionVariable(wrapped)
+        ledger = tx.output.side_effects
+        before = (len(ledger.mutated_containers), len(ledger.stores), len(ledger.calls))
+        result = fn.call(tx, args, kwargs)
+        after = (len(ledger.mutated_containers), len(ledger.stores), len(ledger.calls))
+        if after != before or not (isinstance(result, ConstantVariable) or
+                                   (isinstance(result, TupleVariable) and result.is_constant())):
+            raise Unsupported(f"{self.describe()}: the wrapped function has side effects or a "
+                              "result that is not an immutable constant, so the cache matters")
+        return result
+
+    def reconstruct(self, codegen: OutputCodegen) -> str:
+        return codegen.source_expr(self.source) if self.source else \
+            codegen.constant(self.wrapper)
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
 class UserMethodVariable(VariableTracker):
     """``obj.method`` for a Python method: inlined with ``obj`` as the first argument."""
 
@@ -256,6 +304,13 @@ class UserMethodVariable(VariableTracker):
 
     def call(self, tx, args, kwargs):
         return self.fn.call(tx, [self.obj, *args], kwargs)
+
+    def var_getattr(self, tx, name):
+        if name == "__func__":
+            return self.fn
+        if name == "__self__":
+            return self.obj
+        return self.fn.var_getattr(tx, name)  # __name__, __qualname__, __doc__, __module__
 
     def reconstruct(self, codegen: OutputCodegen) -> str:
         """The bound method made anew from its function and object (alive at a graph break)."""

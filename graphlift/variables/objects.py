@@ -110,10 +110,23 @@ def bind_class_attr(tx, obj: VariableTracker, cls: type, name: str, attr: Any,
         return UserMethodVariable(fn, obj)
     if isinstance(attr, C_DESCRIPTORS) and trace_rules.is_builtin_method(attr):
         return BuiltinMethodVariable(attr, obj)
+    if isinstance(lookup_class_attr(type(attr), "__get__"), types.FunctionType):
+        return _python_descriptor_get(tx, obj, cls, attr, attr_source)
     if hasattr(type(attr), "__get__") and not is_constant_value(attr):
         raise Unsupported(f"descriptor {cls.__qualname__}.{name} of type "
                           f"{type(attr).__name__} is not traced")
     return tx.wrap_unguarded(attr) if attr_source is None else tx.builder.wrap(attr, attr_source)
+
+
+def _python_descriptor_get(tx, obj: VariableTracker, cls: type, attr: Any,
+                           attr_source) -> VariableTracker:
+    """``type(attr).__get__(attr, obj, cls)`` for a descriptor whose class is written in Python
+    (``functools.cached_property``: its polyfill); read on the class, ``obj`` is None."""
+    descriptor = tx.wrap_unguarded(attr) if attr_source is None else \
+        tx.builder.wrap(attr, attr_source)
+    getter = tx.wrap_unguarded(lookup_class_attr(type(attr), "__get__"))
+    instance = ConstantVariable(None) if isinstance(obj, ClassVariable) else obj
+    return getter.call(tx, [descriptor, instance, ClassVariable(cls)], {})
 
 
 class ClassVariable(VariableTracker):
@@ -571,6 +584,12 @@ class UserObjectVariable(VariableTracker):
                     f"property {name!r} of {self.cls.__name__!r} object has no setter"))
             UserFunctionVariable(descriptor.fset).call(tx, [self, value], {})
             return
+        setter = lookup_class_attr(type(descriptor), "__set__")
+        if isinstance(setter, types.FunctionType):  # a data descriptor written in Python
+            descriptor_var = tx.wrap_unguarded(descriptor) if self.source is None else \
+                tx.builder.wrap(descriptor, self._class_attr_source(name))
+            tx.wrap_unguarded(setter).call(tx, [descriptor_var, self, value], {})
+            return
         slot = isinstance(descriptor, types.MemberDescriptorType) and self.is_new
         if hasattr(type(descriptor), "__set__") and not slot:
             raise Unsupported(f"assignment through descriptor {self.cls.__qualname__}.{name}")
@@ -709,6 +728,16 @@ class InputInstanceDictVariable(VariableTracker):
 
     def contains(self, tx, item: VariableTracker) -> bool:
         return item.as_constant() in self._keys(tx)
+
+    def setitem(self, tx, index: VariableTracker, value: VariableTracker) -> None:
+        """``obj.__dict__[k] = v`` (a cached_property filling its cache): the attribute store
+        the ledger replays, when ``obj.k = v`` writes the instance dict the same way."""
+        key, cls = index.as_constant(), self.owner.cls
+        if not isinstance(key, str) or lookup_class_attr(cls, "__setattr__") is not \
+                object.__setattr__ or hasattr(type(lookup_class_attr(cls, key)), "__set__"):
+            raise Unsupported(f"storing {key!r} into the __dict__ of {self.owner!r}, an object "
+                              "from the inputs", break_type="side_effect")
+        self.owner.generic_setattr(tx, key, value)
 
     def unpack(self, tx) -> list[VariableTracker]:
         return [ConstantVariable(k) for k in self._keys(tx)]

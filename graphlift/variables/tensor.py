@@ -109,6 +109,8 @@ class TensorVariable(VariableTracker):
     def var_getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
         if name == "shape":
             return shape_variable(tx, self)
+        if name == "__class__":  # x.__class__.__name__: the tracked class, as type(x)
+            return tx.wrap_unguarded(self.python_type())
         if name in METADATA_ATTRS:
             return wrap_constant(getattr(self.fake, name))
         if name == "grad_fn" and not self.fake.requires_grad:
