@@ -710,8 +710,7 @@ class InstructionTranslator:
             return call_torch(self, "call_function", op, [left, right], {})
         if left.is_constant() and right.is_constant():
             return fold_operator(op, left.as_constant(), right.as_constant())
-        if isinstance(left, BaseListVariable) and isinstance(right, BaseListVariable) and \
-                left.container is right.container and symbol in ("==", "!="):
+        if symbol in ("==", "!=") and is_sequence_pair(left, right):
             return ConstantVariable(self.sequences_equal(left, right) == (symbol == "=="))
         return self.user_comparison(symbol, left, right)
 
@@ -1180,6 +1179,16 @@ def _rebind(scratch: Any, value: VariableTracker) -> VariableTracker:
                                AllowedFunctionVariable)):
         return value  # holds no node of the real graph
     raise GraphliftError(f"the sandbox cannot take {value!r}")
+
+
+def is_sequence_pair(left: VariableTracker, right: VariableTracker) -> bool:
+    """Two lists, or two tuples whose class keeps tuple's ``__eq__`` (named tuples, sizes): what
+    ``==`` compares item by item (a deque never equals a list)."""
+    if not (isinstance(left, BaseListVariable) and isinstance(right, BaseListVariable)):
+        return False
+    kinds = (left.python_type(), right.python_type())
+    return kinds == (list, list) or all(issubclass(k, tuple) and k.__eq__ is tuple.__eq__
+                                        for k in kinds)
 
 
 def is_tuple_concat(left: VariableTracker, right: VariableTracker) -> bool:

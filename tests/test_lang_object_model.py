@@ -173,6 +173,27 @@ def dict_sub_star_star(x):
     return merged, dict(d), dict(**d), x + 1
 
 
+class Key:
+    pass
+
+
+def dict_class_keys_merged(x):
+    d = {Key: x, "n": 2}
+    e = dict(d)
+    e.update(d)
+    return {**e}[Key] + 1, e["n"], len(Plain(d))
+
+
+Point = collections.namedtuple("Point", "a b")
+
+
+def sequence_equality(x):
+    t, u = (x, 1), (x, 1)
+    pair = Point(x, 1)
+    return (x + 1, t == u, [x, 2] == [x, 2], t == pair, [1] == collections.deque([1]),
+            collections.deque([1]) == collections.deque([1]), (1, 2) == [1, 2], x.shape == (3,))
+
+
 def dict_sub_iter_protocol(x):
     d = Plain(a=x, b=x * 2)
     total = 0
@@ -971,6 +992,8 @@ CASES = [
     case(dict_sub_fromkeys, R(3)),
     case(dict_sub_star_star, R(3)),
     case(dict_sub_iter_protocol, R(3)),
+    case(dict_class_keys_merged, R(3)),
+    case(sequence_equality, R(3)),
     case(dict_sub_del, R(3)),
     case(dict_sub_argument, R(3), StrKeys({"1": {"k": 2.0}})),
     case(dict_sub_argument_mutated, R(3), Plain(a=1)),
@@ -1076,6 +1099,7 @@ TORCH_COMPILE_DIFFERS = {
     "cached_property_of_argument": "refuses: functools.cached_property's lock",
     "names_of_things": "refuses: returning a method's __qualname__",
     "lru_cache_mutable_result": "traces through the cache: a cached list's identity is lost",
+    "sequence_equality": "refuses: [x, 2] == [x, 2] (list equality takes identity first)",
 }
 
 

@@ -76,6 +76,9 @@ class DequeVariable(ListVariable):
     def python_type(self) -> type:
         return collections.deque
 
+    def python_container(self, values) -> collections.deque:
+        return collections.deque(values, self.maxlen)  # as_constant: a deque, not a list
+
     def check_mutable(self, tx) -> None:
         _refuse_input_mutation(self, "deque")
         self.mutated = True

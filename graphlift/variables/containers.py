@@ -455,8 +455,8 @@ def mapping_pairs(tx: InstructionTranslator, other: VariableTracker,
     mapping's through ``keys()`` and subscripts, else the pairs that iterating ``other`` gives
     (``{**other}`` takes mappings only)."""
     items = other.mapping_items(tx)
-    if items is not None:
-        return [(wrap_constant(k), v) for k, v in items.items()]
+    if items is not None:  # keys as they are (a class or a function is a key too)
+        return [(ConstantVariable(k), v) for k, v in items.items()]
     if _has_keys(other):
         keys = other.var_getattr(tx, "keys").call(tx, [], {}).unpack(tx)
         return [(key, tx.subscript(other, key)) for key in keys]

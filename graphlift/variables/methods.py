@@ -23,7 +23,12 @@ from typing import TYPE_CHECKING
 from graphlift.exc import Unsupported
 from graphlift.variables.base import VariableTracker, raise_real
 from graphlift.variables.constant import ConstantVariable, wrap_constant
-from graphlift.variables.containers import mapping_pairs
+from graphlift.variables.containers import (
+    BaseListVariable,
+    DictVariable,
+    SetVariable,
+    mapping_pairs,
+)
 from graphlift.variables.iterators import IteratorVariable
 
 if TYPE_CHECKING:
@@ -70,6 +75,8 @@ def _contains(tx, value, owner, item):
 
 
 def _len(tx, value, owner):
+    if isinstance(value, (BaseListVariable, DictVariable, SetVariable)):
+        return ConstantVariable(len(value.items))  # without making trackers of the keys
     return ConstantVariable(len(value.unpack(tx)))
 
 
