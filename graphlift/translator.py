@@ -651,6 +651,11 @@ class InstructionTranslator:
             return left
         if op in (operator.add, operator.iadd) and type(right) is type(left):
             return type(left)(left.items + right.items)
+        if op is operator.imul and isinstance(left, ListVariable) and right.is_constant() and \
+                isinstance(right.as_constant(), int):
+            left.check_mutable(self)
+            left.items[:] = left.items * right.as_constant()  # list.__imul__: the same list
+            return left
         if op in (operator.mul, operator.imul) and right.is_constant():
             try:
                 return type(left)(left.items * right.as_constant())

@@ -194,6 +194,33 @@ def sequence_equality(x):
             collections.deque([1]) == collections.deque([1]), (1, 2) == [1, 2], x.shape == (3,))
 
 
+def list_imul_in_place(x):
+    a = [x, 1]
+    b = a
+    a *= 2
+    s = Stack([1])
+    t = s
+    s *= 3
+    return b, a is b, t, type(s) is Stack, s is t, x + 1
+
+
+class IterOver(dict):
+    def __iter__(self):
+        return iter(["b"])
+
+
+class KeysOver(dict):
+    def keys(self):
+        return ["a"]
+
+
+def dict_sub_merge_rules(x):
+    # dict(d) and {**d} read a dict subclass directly unless it overrides __iter__: then through
+    # keys() (dict's own here) and d[key].
+    i, k = IterOver(a=1, b=2), KeysOver(a=1, b=2)
+    return x + 1, dict(i), list(i), {**i}, dict(k), {**k}, list(k), len(i)
+
+
 def dict_sub_iter_protocol(x):
     d = Plain(a=x, b=x * 2)
     total = 0
@@ -993,6 +1020,8 @@ CASES = [
     case(dict_sub_star_star, R(3)),
     case(dict_sub_iter_protocol, R(3)),
     case(dict_class_keys_merged, R(3)),
+    case(list_imul_in_place, R(3)),
+    case(dict_sub_merge_rules, R(3)),
     case(sequence_equality, R(3)),
     case(dict_sub_del, R(3)),
     case(dict_sub_argument, R(3), StrKeys({"1": {"k": 2.0}})),
@@ -1100,6 +1129,8 @@ TORCH_COMPILE_DIFFERS = {
     "names_of_things": "refuses: returning a method's __qualname__",
     "lru_cache_mutable_result": "traces through the cache: a cached list's identity is lost",
     "sequence_equality": "refuses: [x, 2] == [x, 2] (list equality takes identity first)",
+    "list_imul_in_place": "wrong: `s *= 3` on a list subclass gives a plain list",
+    "dict_sub_merge_rules": "wrong: {**d} follows an overridden keys() that dict's merge ignores",
 }
 
 
