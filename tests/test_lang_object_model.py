@@ -805,6 +805,271 @@ def ordered_dict_fromkeys(x):
     return o, collections.defaultdict.fromkeys(["k"]), x + 1
 
 
+def dunders_through_type(x):
+    return (x + 1, list.__eq__([1], [1]), list.__lt__([1], [2]), tuple.__le__((1,), (1,)),
+            tuple.__mul__((1,), 2), list.__mul__([0], 3), list.__rmul__([1], 2),
+            str.__mul__("ab", 2), str.__lt__("a", "b"), str.__contains__("abc", "b"),
+            str.__getitem__("abc", 1), str.__len__("abcd"), int.__mul__(3, 4),
+            float.__truediv__(1.0, 4.0), int.__lt__(1, 2), bool.__and__(True, False))
+
+
+def set_dunders_through_type(x):
+    a, b = {1, 2}, frozenset([2, 3])
+    return (x + 1, sorted(set.__or__(a, b)), sorted(set.__and__(a, b)), sorted(set.__sub__(a, b)),
+            sorted(set.__xor__(a, b)), set.__le__({1}, a), frozenset.__contains__(b, 3),
+            set.__len__(a), set.__eq__(a, {2, 1}))
+
+
+def dict_dunders_through_type(x):
+    a = {"k": x}
+    merged = dict.__or__(a, {"j": 1})
+    dict.__ior__(a, {"z": 2})
+    return merged, a, dict.__eq__({"q": 1}, {"q": 1}), dict.__ne__({}, {"q": 1}), x + 1
+
+
+def list_mutators_through_type(x):
+    items = [3, 1, 2]
+    list.insert(items, 0, 9)
+    list.remove(items, 1)
+    popped = list.pop(items)
+    list.reverse(items)
+    list.__setitem__(items, 0, 5)
+    list.__delitem__(items, -1)
+    list.__iadd__(items, [7])
+    return items, popped, x * 2
+
+
+def str_methods_of_subclass_through_type(x):
+    n = Name("Ab")
+    return x + 1, str.lower(n), str.__len__(n), str.__add__(n, "c"), str.__eq__(n, "Ab")
+
+
+# == more subclasses of builtins =================================================================
+class Registry(dict):
+    """Keys normalized on the way in and out, with a __contains__ and a pop of its own."""
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key.lower(), value)
+
+    def __getitem__(self, key):
+        return super().__getitem__(key.lower())
+
+    def __contains__(self, key):
+        return super().__contains__(key.lower())
+
+    def pop(self, key, *default):
+        return super().pop(key.lower(), *default)
+
+
+def dict_sub_normalized(x):
+    r = Registry()
+    r["Eager"] = 1
+    r["SDPA"] = 2
+    return x * r["sdpa"], "EAGER" in r, "flash" in r, r.pop("EAGER"), r.pop("x", None), list(r)
+
+
+class Config(dict):
+    """Attribute access to the items (a common config pattern)."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name, value):
+        self[name] = value
+
+
+def dict_sub_attribute_access(x):
+    c = Config(scale=2)
+    c.shift = 3
+    return x * c.scale + c.shift, dict(c), hasattr(c, "nope"), getattr(c, "nope", 0)
+
+
+def dict_sub_of_argument_config(x, c):
+    return x * c.scale, c.get("missing", 1), sorted(c)
+
+
+class Counter2(dict):
+    def __missing__(self, key):
+        self[key] = 0
+        return 0
+
+
+def dict_sub_missing_stores(x):
+    c = Counter2()
+    c["a"] += 1
+    c["a"] += 1
+    c["b"]
+    return x * c["a"], c, c.get("z")
+
+
+class Row(tuple):
+    """A tuple subclass with named fields by hand (without namedtuple)."""
+
+    __slots__ = ()
+
+    def __new__(cls, a, b):
+        return tuple.__new__(cls, (a, b))
+
+    a = property(lambda self: self[0])
+    b = property(lambda self: self[1])
+
+
+def tuple_sub_properties(x):
+    r = Row(x, 2)
+    first, second = r
+    return r.a * r.b, first + second, r + (3,), type(r + (3,)) is tuple, r[::-1], len(r)
+
+
+class Unique(list):
+    def append(self, value):
+        if value not in self:
+            super().append(value)
+
+
+def list_sub_unique(x):
+    u = Unique()
+    for v in (1, 2, 1, 3, 2):
+        u.append(v)
+    return x * len(u), u, list(u), u[-1], u.index(3)
+
+
+class Slice(list):
+    def __getitem__(self, index):
+        result = super().__getitem__(index)
+        return Slice(result) if isinstance(index, slice) else result
+
+
+def list_sub_slices_keep_type(x):
+    s = Slice([1, 2, 3, 4])
+    part = s[1:3]
+    return x + part[0], type(part) is Slice, part, s[0]
+
+
+class Env(collections.abc.Mapping):
+    """A read-only view over a dict, with its own __contains__."""
+
+    def __init__(self, data):
+        self._data = dict(data)
+
+    def __getitem__(self, key):
+        return self._data[key]
+
+    def __iter__(self):
+        return iter(self._data)
+
+    def __len__(self):
+        return len(self._data)
+
+    def __contains__(self, key):
+        return key in self._data
+
+
+def mapping_read_only(x):
+    e = Env({"a": 1, "b": 2})
+    return (x * e["b"], e.get("a"), e.get("c", 3), sorted(e.keys()), sorted(e.items()),
+            sorted(e.values()), "a" in e, e == {"a": 1, "b": 2}, len(e), dict(e))
+
+
+def mapping_argument(x, e):
+    return x * e["a"], "b" in e, e.get("zz", 0), len(e)
+
+
+class Ring(collections.abc.Sequence):
+    def __init__(self, items):
+        self._items = list(items)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return self._items[i]
+        if i >= 2 * len(self._items):
+            raise IndexError(i)
+        return self._items[i % len(self._items)]
+
+    def __len__(self):
+        return len(self._items)
+
+
+def sequence_mixins_more(x):
+    r = Ring([x, x * 2])
+    total = 0
+    for item in r:
+        total = total + item
+    return total, r[3], r[0:1], len(r), x in r
+
+
+class Bits(collections.abc.MutableSet):
+    def __init__(self, items=()):
+        self._items = []
+        for i in items:
+            self.add(i)
+
+    def __contains__(self, item):
+        return item in self._items
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __len__(self):
+        return len(self._items)
+
+    def add(self, item):
+        if item not in self._items:
+            self._items.append(item)
+
+    def discard(self, item):
+        if item in self._items:
+            self._items.remove(item)
+
+
+def mutable_set_mixins(x):
+    b = Bits([1, 2, 3])
+    b.remove(2)
+    b |= {7}
+    popped_any = b.pop()
+    return x + len(b), sorted(b), 7 in b, popped_any in (1, 3, 7)
+
+
+class Vector:
+    def __init__(self, *values):
+        self.values = list(values)
+
+    def __add__(self, other):
+        if isinstance(other, Vector):
+            return Vector(*(a + b for a, b in zip(self.values, other.values)))
+        return NotImplemented
+
+    def __radd__(self, other):
+        if other == 0:
+            return self
+        return NotImplemented
+
+    def __eq__(self, other):
+        return isinstance(other, Vector) and self.values == other.values
+
+    def __len__(self):
+        return len(self.values)
+
+    def __getitem__(self, i):
+        return self.values[i]
+
+
+def operators_of_user_class(x):
+    v = Vector(1, 2) + Vector(3, 4)
+    total = sum([Vector(1, 1), Vector(2, 2)])
+    return x * v[1], v.values, total.values, v == Vector(4, 6), v != Vector(0, 0), len(v)
+
+
+def comparison_not_supported(x):
+    try:
+        ordered = Vector(1) < Vector(2)  # neither defines __lt__: TypeError
+    except TypeError as error:
+        return str(error), x + 1
+    return ordered
+
+
 # == attribute hooks: __getattr__, __getattribute__, __setattr__, __dict__, __slots__ ==========
 class Lazy:
     def __init__(self):
@@ -1078,6 +1343,25 @@ CASES = [
     case(descriptor_wrong_receiver, R(3)),
     case(object_methods_through_type, R(3)),
     case(ordered_dict_fromkeys, R(3)),
+    case(dunders_through_type, R(3)),
+    case(set_dunders_through_type, R(3)),
+    case(dict_dunders_through_type, R(3)),
+    case(list_mutators_through_type, R(3)),
+    case(str_methods_of_subclass_through_type, R(3)),
+    # more subclasses and protocols
+    case(dict_sub_normalized, R(3)),
+    case(dict_sub_attribute_access, R(3)),
+    case(dict_sub_of_argument_config, R(3), Config(scale=3, q=1)),
+    case(dict_sub_missing_stores, R(3)),
+    case(tuple_sub_properties, R(3)),
+    case(list_sub_unique, R(3)),
+    case(list_sub_slices_keep_type, R(3)),
+    case(mapping_read_only, R(3)),
+    case(mapping_argument, R(3), Env({"a": 2, "b": 3})),
+    case(sequence_mixins_more, R(3)),
+    case(mutable_set_mixins, R(3)),
+    case(operators_of_user_class, R(3)),
+    case(comparison_not_supported, R(3)),
     # attribute hooks
     case(getattr_hook, R(3)),
     case(getattribute_aliases, R(3)),
@@ -1131,6 +1415,9 @@ TORCH_COMPILE_DIFFERS = {
     "sequence_equality": "refuses: [x, 2] == [x, 2] (list equality takes identity first)",
     "list_imul_in_place": "wrong: `s *= 3` on a list subclass gives a plain list",
     "dict_sub_merge_rules": "wrong: {**d} follows an overridden keys() that dict's merge ignores",
+    "dunders_through_type": "refuses: list.__eq__([1], [1])",
+    "list_mutators_through_type": "refuses: list.insert(items, 0, 9)",
+    "str_methods_of_subclass_through_type": "refuses: str.lower of a str subclass",
 }
 
 

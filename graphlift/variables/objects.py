@@ -544,9 +544,22 @@ class UserObjectVariable(VariableTracker):
         return bind_class_attr(tx, self, self.cls, name, class_attr, source)
 
     def _guard_absent(self, tx, name: str) -> None:
-        """The object from the inputs has no attribute ``name``: a later call's object may."""
-        if self.source is not None and not self.is_new:
+        """The object from the inputs has no attribute ``name``: a later call's object may.
+
+        ``hasattr`` would run a ``__getattr__`` or ``__getattribute__`` of the class's own; for
+        those classes the guard is that the instance dict does not hold the name (the class,
+        whose type is guarded, has no such attribute)."""
+        if self.source is None or self.is_new:
+            return
+        hooks = (lookup_class_attr(self.cls, "__getattr__"),
+                 lookup_class_attr(self.cls, "__getattribute__"))
+        if not any(isinstance(hook, types.FunctionType) for hook in hooks):
             tx.guards.attr_absent(self.source, name)
+        elif hasattr(self.value, "__dict__") and lookup_class_attr(self.cls, name) is MISSING:
+            tx.guards.not_shadowed(self.source, name)
+        else:
+            raise Unsupported(f"the absence of {name!r} on {self!r}, whose class looks "
+                              "attributes up in Python, cannot be guarded")
 
     def _instance_dict(self, tx) -> VariableTracker:
         if lookup_class_attr(self.cls, "__dict__") is MISSING:
