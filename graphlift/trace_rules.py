@@ -270,7 +270,6 @@ IO_BUILTINS = frozenset({
     compile,  # makes code objects
     globals,  # the interpreter's frame state
     locals,  # the interpreter's frame state
-    vars,  # the interpreter's frame state
     help,  # interactive help (site.py)
 })
 

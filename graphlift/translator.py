@@ -612,6 +612,9 @@ class InstructionTranslator:
             return tuple_concat(left, right, self)
         if isinstance(left, BaseListVariable):
             return self.sequence_op(op, left, right)
+        if op in (operator.mul, operator.imul) and isinstance(right, BaseListVariable) and \
+                left.is_constant():  # 4 * [x]: int.__mul__ gives way to the sequence's __rmul__
+            return self.sequence_op(operator.mul, right, left)
         if symbolic_operands(left, right):  # x.shape[0] * 2: a node computing a SymInt
             return call_torch(self, "call_function", op, [left, right], {})
         if isinstance(left, DictVariable) and isinstance(right, DictVariable):

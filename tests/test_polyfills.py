@@ -50,6 +50,19 @@ def assert_same_outcome(original, stand_in, *args, **kwargs):
 
 
 # -- differential: the stand-in against the original -------------------------------------------
+class Countdown:
+    """A callable with state: n - 1, n - 2, ... then StopIteration (iter(f, sentinel)'s input)."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __call__(self):
+        if self.n == 0:
+            raise StopIteration
+        self.n -= 1
+        return self.n
+
+
 DIFFERENTIAL = [
     (sum, pf_builtins.sum, [([1, 2, 3],), ([0.1] * 10,), ([[1], [2]], []), ([], 5),
                             (["a"], ""), ([b"a"], b""), ([1.5, 10**20],)]),
@@ -75,6 +88,17 @@ DIFFERENTIAL = [
     (itertools.dropwhile, pf_itertools.dropwhile, [(bool, [1, 2, 0, 3, 0]), (bool, [1])]),
     (itertools.compress, pf_itertools.compress, [("abcd", [1, 0, 1]), ("ab", [1, 1, 1, 1])]),
     (itertools.pairwise, pf_itertools.pairwise, [("abcd",), ("a",), ([],)]),
+    (itertools.filterfalse, pf_itertools.filterfalse, [(None, [0, 1, "", "a"]),
+                                                       (lambda v: v > 1, [1, 2, 3])]),
+    (itertools.cycle, pf_itertools.cycle, [("ab",), ([],)]),  # outcome() takes 50 items
+    (itertools.combinations, pf_itertools.combinations, [
+        ("abcd", 2), ("abc", 0), ("ab", 3), ([], 0), ("ab", -1), ("ab", 1.5), (range(5), 4)]),
+    (itertools.combinations_with_replacement, pf_itertools.combinations_with_replacement, [
+        ("abc", 2), ("", 0), ("", 1), ("ab", 3), ("ab", -1)]),
+    (itertools.permutations, pf_itertools.permutations, [
+        ("abc",), ("abcd", 2), ("ab", 0), ("ab", 3), ([],), ("ab", -1), ("ab", None)]),
+    (iter, pf_builtins.iter_callable, [(Countdown(3), 0), (Countdown(3), 9), (5, 0),
+                                       (Countdown(2), 0.0)]),
     (itertools.count, pf_itertools.count, [(), (5,), (1.5, 0.1), (2, -3), ("a",), (1j, 1)]),
     (itertools.repeat, pf_itertools.repeat, [("x", 3), ("x", 0), ("x", -2), ("x",), ("x", "a")]),
     (functools.reduce, pf_functools.reduce, [
@@ -95,6 +119,27 @@ def test_stand_in_matches_original(original, stand_in, calls):
     assert POLYFILLS[original] is stand_in
     for args in calls:
         assert_same_outcome(original, stand_in, *args)
+
+
+def test_groupby_groups_share_the_iterator():
+    """Each group ends when the outer iterator moves on, as in C."""
+    for data, key in (("aabbbcaa", None), ([1, 3, 2, 4, 6], lambda v: v % 2), ("", None)):
+        assert [(k, list(g)) for k, g in pf_itertools.groupby(data, key)] == \
+            [(k, list(g)) for k, g in itertools.groupby(data, key)]
+        mine = [g for _, g in pf_itertools.groupby(data, key)]  # groups read after the end
+        real = [g for _, g in itertools.groupby(data, key)]
+        assert [list(g) for g in mine] == [list(g) for g in real]
+    assert POLYFILLS[itertools.groupby] is pf_itertools.groupby
+
+
+def test_tee_branches_are_independent():
+    for tee in (itertools.tee, pf_itertools.tee):
+        a, b, c = tee(iter([1, 2, 3]), 3)
+        assert (next(a), list(b), list(a), list(c)) == (1, [1, 2, 3], [2, 3], [1, 2, 3])
+        assert tee([1], 0) == ()
+    with pytest.raises(ValueError, match="n must be >= 0"):
+        pf_itertools.tee([1], -1)
+    assert POLYFILLS[itertools.tee] is pf_itertools.tee
 
 
 def test_keyword_forms_match():

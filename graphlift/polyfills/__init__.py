@@ -64,6 +64,7 @@ POLYFILLS: dict[Any, Callable] = {
     _builtins.filter: builtins.filter,  # the items the function (or truth) accepts
     _builtins.min: builtins.min,  # key= and default=: the first smallest
     _builtins.max: builtins.max,  # key= and default=: the first largest
+    _builtins.iter: builtins.iter_callable,  # iter(function, sentinel) only: calls until sentinel
     # itertools: generators for finite iterators, lazy classes for infinite ones.
     _itertools.chain: itertools.chain,  # each iterable's items in turn
     _itertools.chain.from_iterable: itertools.chain_from_iterable,  # same, iterables from one
@@ -76,6 +77,13 @@ POLYFILLS: dict[Any, Callable] = {
     _itertools.dropwhile: itertools.dropwhile,  # items from the first rejected one
     _itertools.compress: itertools.compress,  # items whose selector is true
     _itertools.pairwise: itertools.pairwise,  # overlapping consecutive pairs
+    _itertools.filterfalse: itertools.filterfalse,  # items the predicate rejects
+    _itertools.cycle: itertools.cycle,  # lazy: the saved items forever (a generator)
+    _itertools.combinations: itertools.combinations,  # r-tuples of increasing positions
+    _itertools.combinations_with_replacement: itertools.combinations_with_replacement,
+    _itertools.permutations: itertools.permutations,  # r-orderings of distinct positions
+    _itertools.groupby: itertools.groupby,  # runs of equal keys; groups share the iterator
+    _itertools.tee: itertools.tee,  # n generators over one buffered iterator
     _itertools.count: itertools.count,  # lazy: start, start + step, ... (bounded by its user)
     _itertools.repeat: itertools.repeat,  # lazy: obj forever, or times times
     # functools.

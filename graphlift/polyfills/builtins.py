@@ -4,7 +4,8 @@
 ``max`` on iterables it can materialise. A lazy iterator (``itertools.count()``), a generator or a
 user-defined iterable (a class with ``__iter__``) must be iterated one item at a time, and
 ``min``/``max`` with ``key=`` or ``default=`` need Python's exact rules: these functions do that.
-``map`` and ``filter`` always run here, lazily: their function runs when an item is pulled.
+``map`` and ``filter`` always run here, lazily: their function runs when an item is pulled, and
+so does ``iter(function, sentinel)``.
 """
 
 from __future__ import annotations
@@ -102,6 +103,22 @@ def filter(function, iterable, /):  # noqa: A001
     for item in iter(iterable):
         if (item if function is None else function(item)):
             yield item
+
+
+def iter_callable(function, sentinel, /):
+    """builtins.iter(function, sentinel): ``function()`` until it returns the sentinel (compared
+    as CPython's callable_iterator does: identity, then ``sentinel == value``) or raises
+    StopIteration."""
+    if not callable(function):
+        raise TypeError("iter(v, w): v must be callable")
+    while True:
+        try:
+            value = function()
+        except StopIteration:
+            return
+        if value is sentinel or sentinel == value:
+            return
+        yield value
 
 
 def min(*args, key=None, default=_MISSING):  # noqa: A001

@@ -180,6 +180,159 @@ def pairwise(iterable, /):
         previous = item
 
 
+def filterfalse(predicate, iterable, /):
+    """itertools.filterfalse: the items the predicate (or truth, for None) rejects."""
+    for item in iter(iterable):
+        if not (item if predicate is None else predicate(item)):
+            yield item
+
+
+def cycle(iterable, /):
+    """itertools.cycle: the items, saved on the first pass, then repeated forever (lazy)."""
+    saved = []
+    for item in iter(iterable):
+        yield item
+        saved.append(item)
+    while saved:
+        yield from saved
+
+
+def _pool_and_r(iterable, r):
+    pool = tuple(iterable)
+    if r is None:
+        return pool, len(pool)
+    r = operator.index(r)
+    if r < 0:
+        raise ValueError("r must be non-negative")
+    return pool, r
+
+
+def combinations(iterable, r):
+    """itertools.combinations: r-length tuples in lexicographic order of positions, no
+    repeated position."""
+    pool, r = _pool_and_r(iterable, r)
+    n = len(pool)
+    if r > n:
+        return
+    indices = list(range(r))
+    yield tuple(pool[i] for i in indices)
+    while True:
+        # the rightmost index that can still move right
+        i = r - 1
+        while i >= 0 and indices[i] == i + n - r:
+            i -= 1
+        if i < 0:
+            return
+        indices[i] += 1
+        for j in range(i + 1, r):
+            indices[j] = indices[j - 1] + 1
+        yield tuple(pool[i] for i in indices)
+
+
+def combinations_with_replacement(iterable, r):
+    """itertools.combinations_with_replacement: like combinations, a position may repeat."""
+    pool, r = _pool_and_r(iterable, r)
+    n = len(pool)
+    if not n and r:
+        return
+    indices = [0] * r
+    yield tuple(pool[i] for i in indices)
+    while True:
+        i = r - 1
+        while i >= 0 and indices[i] == n - 1:
+            i -= 1
+        if i < 0:
+            return
+        indices[i:] = [indices[i] + 1] * (r - i)
+        yield tuple(pool[i] for i in indices)
+
+
+def permutations(iterable, r=None):
+    """itertools.permutations: r-length orderings of distinct positions, lexicographic in the
+    positions (every ordering of the chosen positions, for each choice)."""
+    pool, r = _pool_and_r(iterable, r)
+    n = len(pool)
+    if r > n:
+        return
+    for chosen in _orderings(list(range(n)), r):
+        yield tuple(pool[i] for i in chosen)
+
+
+def _orderings(positions, r):
+    """Every r-length ordering of ``positions``, the first position varying slowest."""
+    if r == 0:
+        yield ()
+        return
+    for k in range(len(positions)):
+        rest = positions[:k] + positions[k + 1:]
+        for tail in _orderings(rest, r - 1):
+            yield (positions[k],) + tail
+
+
+def groupby(iterable, key=None):
+    """itertools.groupby: (key, group) for each run of equal keys. The groups share the
+    iterator: advancing to the next key ends the previous group, as in C."""
+    keyfunc = _identity if key is None else key
+    iterator = iter(iterable)
+    # [current key, current value, exhausted, number of the group being read]
+    state = [None, None, False, 0]
+    if not _advance(iterator, keyfunc, state):
+        return
+    while True:
+        current = state[0]
+        state[3] += 1
+        yield current, _group(iterator, keyfunc, state, current, state[3])
+        while not state[2] and state[0] == current:
+            _advance(iterator, keyfunc, state)
+        if state[2]:
+            return
+
+
+def _identity(value):
+    return value
+
+
+def _advance(iterator, keyfunc, state) -> bool:
+    """Read the next value into ``state``; False (and marked exhausted) at the end."""
+    try:
+        value = next(iterator)
+    except StopIteration:
+        state[2] = True
+        return False
+    state[0], state[1] = keyfunc(value), value
+    return True
+
+
+def _group(iterator, keyfunc, state, key, number):
+    while state[3] == number and not state[2] and state[0] == key:
+        yield state[1]
+        _advance(iterator, keyfunc, state)
+
+
+def tee(iterable, n=2, /):
+    """itertools.tee: n independent iterators over one, each item buffered until every
+    iterator has read it."""
+    n = operator.index(n)
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    iterator = iter(iterable)
+    buffers = [[] for _ in range(n)]
+    return tuple(_tee_branch(iterator, buffers, index) for index in range(n))
+
+
+def _tee_branch(iterator, buffers, index):
+    mine = buffers[index]
+    while True:
+        if not mine:
+            try:
+                value = next(iterator)
+            except StopIteration:
+                return
+            for buffer in buffers:
+                buffer.append(value)
+        yield mine.pop(0)
+
+
 class count:
     """itertools.count: ``start``, ``start + step``, ... by repeated addition (as in C)."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins
 import inspect
 import operator
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -224,8 +225,8 @@ def _iterator_name(iterator: IteratorVariable) -> str:
 
 
 def _iter(tx, args, kwargs):
-    if len(args) != 1:
-        raise Unsupported("iter() with a sentinel")
+    if len(args) != 1:  # iter(function, sentinel) is the polyfill's (USE_POLYFILL_WHEN)
+        raise Unsupported("iter() with a sentinel, without polyfills")
     value = args[0]
     if isinstance(value, IteratorVariable):
         return value  # iter(iterator) is the iterator itself: lazy ones stay lazy
@@ -302,6 +303,23 @@ def _sorted(tx, args, kwargs):
     return ListVariable(sort_trackers(tx, _items(tx, args[0]), kwargs))
 
 
+def _vars(tx, args, kwargs):
+    """vars(obj) is obj.__dict__; vars() reads the frame's locals, which a trace does not."""
+    if len(args) != 1 or kwargs:
+        raise Unsupported("vars() without an object reads the frame's locals",
+                          break_type="skipped_function")
+    return args[0].var_getattr(tx, "__dict__")
+
+
+def _method_type(tx, args, kwargs):
+    """types.MethodType(function, obj): the bound method that obj.function would give
+    (contextlib.ExitStack binds each context manager's __exit__ this way)."""
+    if len(args) != 2 or kwargs or not isinstance(args[0], UserFunctionVariable) or \
+            (args[1].is_constant() and args[1].as_constant() is None):
+        raise Unsupported(f"types.MethodType{tuple(args)!r}")
+    return UserMethodVariable(args[0], args[1])
+
+
 def _callable(tx, args, kwargs):
     value = args[0]
     if value.callable_kind:
@@ -355,6 +373,11 @@ def _new(base: type) -> Callable:
         if cls is base:  # dict.__new__(dict): the builtin; mutable ones ignore the arguments
             keep = base in (tuple, frozenset, str, int, float)
             return BuiltinVariable(base).call(tx, rest if keep else [], kwargs if keep else {})
+        if base is tuple and hasattr(cls, "_fields"):  # a namedtuple's _make: a named tuple
+            if len(rest) > 1 or kwargs:
+                raise raise_real(TypeError(f"tuple expected at most 1 argument, got {len(rest)}"))
+            items = rest[0].unpack(tx) if rest else []
+            return TupleVariable(list(items), tuple_class=cls)
         if base is object and (rest or kwargs) and \
                 lookup_class_attr(cls, "__new__") is not object.__new__:
             raise raise_real(TypeError("object.__new__() takes exactly one argument (the type "
@@ -450,6 +473,8 @@ BUILTIN_HANDLERS: dict[Any, Callable] = {
     any: _all_any(any),
     sorted: _sorted,  # constants, or a key function that gives constants
     callable: _callable,
+    vars: _vars,  # vars(obj): its __dict__ (vars() alone reads the frame: a break)
+    types.MethodType: _method_type,  # a Python function bound to an object
     dict: _dict,
     set: _set(frozen=False),
     frozenset: _set(frozen=True),
@@ -492,6 +517,7 @@ USE_POLYFILL_WHEN: dict[Any, Callable[[list, dict], bool]] = {
     filter: _always,
     min: _keywords_or_steps,  # key= and default= follow Python's rules exactly
     max: _keywords_or_steps,
+    iter: lambda args, kwargs: len(args) == 2,  # iter(function, sentinel): lazy, call by call
 }
 
 

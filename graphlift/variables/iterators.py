@@ -295,6 +295,12 @@ class GeneratorState(enum.Enum):
     FAILED = "failed"  # tracing its frame failed: it cannot be used again
 
 
+# Builtin functions (not classes) whose polyfill generator stands for an iterator of this class.
+REAL_ITERATOR_CLASSES: dict = {
+    iter: type(iter(int, 0)),  # iter(function, sentinel) is a callable_iterator
+}
+
+
 class GeneratorVariable(IteratorVariable):
     """A generator object made while tracing: the suspended frame of an inlined generator.
 
@@ -327,7 +333,8 @@ class GeneratorVariable(IteratorVariable):
         self.stands_for = original
         owner = getattr(original, "__self__", None)  # itertools.chain.from_iterable
         self.real_class = original if isinstance(original, type) else \
-            owner if isinstance(owner, type) else types.GeneratorType
+            owner if isinstance(owner, type) else REAL_ITERATOR_CLASSES.get(original,
+                                                                            types.GeneratorType)
 
     # -- stepping ------------------------------------------------------------------------------
     def next_item(self) -> VariableTracker | None:
