@@ -1567,6 +1567,13 @@ def enum_lookup_and_iteration(x):
     return x + 1, Color(2) is Color.GREEN, [m.name for m in Color], len(Color), Color.RED in Color
 
 
+def enum_lookup_of_a_wrong_value(x):
+    try:
+        return Color(7)
+    except ValueError as error:  # 7 is not a valid Color
+        return x + 1, str(error)
+
+
 def os_environ_reads(x):
     flag = os.environ.get("GRAPHLIFT_CORPUS_UNSET_FLAG", "2")
     return x * int(flag), "GRAPHLIFT_CORPUS_UNSET_FLAG" in os.environ
@@ -1835,10 +1842,9 @@ CASES = [
     case(itertools_misc, R(3)),
     case(namedtuple_methods, R(3)),
     case(typing_namedtuple_methods, R(3)),
-    case(enum_members, R(3), fallback="the value and name of a member read through the class "
-         "(enum's own property descriptor)"),
-    case(enum_lookup_and_iteration, R(3), fallback="Color(2) and iteration go through "
-         "EnumType.__call__ and __iter__, a metaclass's methods"),
+    case(enum_members, R(3)),
+    case(enum_lookup_and_iteration, R(3)),
+    case(enum_lookup_of_a_wrong_value, R(3)),
     case(os_environ_reads, R(3), fallback="os.environ is not folded (it would need a guard on "
          "the environment)"),
     case(contextvar_get_set, R(3), fallback="ContextVar.get/set (torch.compile refuses too)"),
@@ -1910,13 +1916,12 @@ TORCH_COMPILE_DIFFERS = {
     "wraps_decorator": "traces it; graphlift falls back (functools.wraps)",
     "partial_of_user_function": "wrong: partial of a partial loses the inner keywords",
     "itertools_combinatorics": "refuses: itertools.combinations_with_replacement",
-    "enum_members": "traces it; graphlift falls back (an enum member's value)",
-    "enum_lookup_and_iteration": "traces it; graphlift falls back (EnumType.__call__)",
     "os_environ_reads": "traces it; graphlift falls back (os.environ)",
     "min_max_of_tensors": "traces it; graphlift falls back (min of tensors)",
     "tensor_index_into_list": "traces it; graphlift falls back (__index__ of a 0-d tensor)",
     "id_of_objects": "traces it; graphlift falls back (id())",
     "vars_and_callable": "wrong: vars() of an object made in the frame is empty",
+    "enum_lookup_of_a_wrong_value": "internal error: the ValueError of Color(7)",
     "nn_modules_made_in_frame": "traces it; graphlift falls back (nn.Softmax() in the frame)",
     "loss_made_in_frame": "traces it; graphlift falls back (nn.CrossEntropyLoss())",
     "distribution_made_in_frame": "traces it; graphlift falls back (distributions.Normal)",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -133,7 +134,7 @@ def wrap_constant(value: Any) -> VariableTracker:
     """A tracker for a constant result; tuples become TupleVariables so items stay separate."""
     if type(value) is tuple:
         return CONTAINER_WRAPPERS[tuple](value)
-    if is_constant_value(value):
+    if is_constant_value(value) or isinstance(value, enum.Enum):  # members are singletons
         return ConstantVariable(value)
     wrap = CONTAINER_WRAPPERS.get(type(value))
     if wrap is not None:

@@ -175,6 +175,12 @@ class ClassVariable(VariableTracker):
         constructor = CONSTRUCTORS.get(self.cls)
         if constructor is not None:
             return constructor(tx, args, kwargs)
+        if isinstance(self.cls, enum.EnumMeta) and len(args) == 1 and not kwargs and \
+                args[0].is_constant():  # Color(2): the member of that value (a singleton)
+            try:
+                return ConstantVariable(self.cls(args[0].as_constant()))
+            except ValueError as error:
+                raise raise_real(error) from error
         if issubclass(self.cls, tuple) and hasattr(self.cls, "_fields"):
             return _make_namedtuple(tx, self.cls, args, kwargs)
         if issubclass(self.cls, BaseException):
@@ -186,6 +192,12 @@ class ClassVariable(VariableTracker):
             return _make_object(tx, self.cls, args, kwargs)
         raise Unsupported(f"constructing {self.cls.__qualname__} while tracing",
                           break_type="unsupported_call")
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        """The members of an enum class (fixed when the class was made; the class is pinned)."""
+        if not isinstance(self.cls, enum.EnumMeta):
+            return super().unpack(tx)
+        return [ConstantVariable(member) for member in self.cls]
 
     def reconstruct(self, codegen: OutputCodegen) -> str:
         return codegen.constant(self.cls)
