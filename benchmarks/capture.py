@@ -21,16 +21,21 @@ import argparse
 import contextlib
 import io
 import logging
+import sys
 import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch._dynamo
 import torch._dynamo.testing
 
-import graphlift
+# The checkout this file is in, not whichever graphlift is installed: run as a script, Python
+# puts benchmarks/ (not the working directory) first on the path.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import graphlift  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -173,7 +178,8 @@ def print_table(rows: list[dict], markdown: bool) -> None:
         widths = [max(len(str(c[i])) for c in [head, *lines]) for i in range(len(head))]
         for cells in [head, *lines]:
             print("  ".join(str(c).ljust(w) for c, w in zip(cells, widths)))
-    print(f"\n{whole}/{len(rows)} models in one graph with no break under graphlift")
+    print(f"\n{whole}/{len(rows)} models in one graph with no break under graphlift "
+          f"({Path(graphlift.__file__).parent})")
 
 
 def main() -> None:
