@@ -13,6 +13,7 @@ is neither handled nor refused.
 
 from __future__ import annotations
 
+import builtins
 import linecache
 import operator
 import sys
@@ -144,6 +145,18 @@ class BreakState:
     stack: list[VariableTracker]
     symbolic_locals: dict[str, VariableTracker]
     kw_names: tuple[str, ...]
+
+
+_JUMP_IF_FALSE = frozenset({"POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_IF_FALSE"})
+
+
+def _builtin_exception(f_globals: dict, name: str) -> type | None:
+    """The builtin ``Exception`` subclass a handler names (not shadowed by a global), else None:
+    such a clause cannot catch ``GeneratorExit``, a ``BaseException``."""
+    if name in f_globals:
+        return None
+    value = getattr(builtins, name, None)
+    return value if isinstance(value, type) and issubclass(value, Exception) else None
 
 
 class InstructionTranslator:
@@ -298,8 +311,49 @@ class InstructionTranslator:
         return self.peek()
 
     def suspended_in_handler(self) -> bool:
-        """Whether the yield this generator is suspended at is inside a try or with block."""
-        return bytecode.exception_handler(self.code, self.inst.offset) is not None
+        """Whether closing this generator where it is suspended would run code of its frame:
+        a try or with block around the yield whose handler can catch ``GeneratorExit`` (a
+        ``finally``, a with block's ``__exit__``, an ``except`` of anything but builtin
+        ``Exception`` subclasses). ``collections.abc.Sequence.__iter__``'s ``except
+        IndexError`` cannot: closing it only re-raises."""
+        entry = bytecode.exception_handler(self.code, self.inst.offset)
+        while entry is not None:
+            reraise = self._reraise_of_except_clauses(entry.target)
+            if reraise is None:
+                return True
+            # The clauses' cleanup (COPY, POP_EXCEPT, RERAISE) passes it to an outer try.
+            cleanup = bytecode.exception_handler(self.code, reraise)
+            if cleanup is None:
+                return False
+            i = self.index_of_offset[cleanup.target]
+            if [inst.opname for inst in self.instructions[i:i + 3]] != \
+                    ["COPY", "POP_EXCEPT", "RERAISE"]:
+                return True
+            entry = bytecode.exception_handler(self.code, self.instructions[i + 2].offset)
+        return False
+
+    def _reraise_of_except_clauses(self, target: int) -> int | None:
+        """Where GeneratorExit goes in the handler at ``target``: the offset of the RERAISE
+        that ``except`` clauses of builtin Exception subclasses end in; None for any other
+        handler (it may run code)."""
+        insts, i = self.instructions, self.index_of_offset[target]
+        if insts[i].opname != "PUSH_EXC_INFO":
+            return None
+        i += 1
+        while True:
+            classes = []
+            while insts[i].opname == "LOAD_GLOBAL":
+                classes.append(_builtin_exception(self.f_globals, insts[i].argval))
+                i += 1
+            if len(classes) > 1 and insts[i].opname == "BUILD_TUPLE" and \
+                    insts[i].arg == len(classes):
+                i += 1
+            if not classes or None in classes or insts[i].opname != "CHECK_EXC_MATCH" or \
+                    insts[i + 1].opname not in _JUMP_IF_FALSE:
+                return None
+            i = self.index_of_offset[insts[i + 1].argval]  # the clause did not match
+            if insts[i].opname == "RERAISE":
+                return insts[i].offset
 
     def _end_yield_from(self) -> None:
         """Leave the ``yield from`` loop as SEND does when its delegate ends: the delegate is

@@ -586,3 +586,64 @@ def test_item03_generator_leaves_frame(fn):
     got, expected = graphlift.compile(fn, backend=CompileCounter())(x), fn(x)
     assert type(got) is type(expected) is types.GeneratorType
     assert_same(list(expected), list(got))
+
+
+# -- a generator left suspended: traced when closing it runs no code of its frame -------------
+class Layers(collections.abc.Sequence):
+    """A user Sequence: iterating it runs Sequence.__iter__, a generator in a try whose
+    handler is ``except IndexError``."""
+
+    def __init__(self, scales):
+        self.scales = scales
+
+    def __getitem__(self, i):
+        return self.scales[i]
+
+    def __len__(self):
+        return len(self.scales)
+
+
+def first_scale(x, layers):
+    scales = iter(layers)
+    return x * next(scales)  # the iterator is dropped suspended when the frame returns
+
+
+def guarded_by_finally(log):
+    try:
+        yield 1
+        yield 2
+    finally:
+        log.append("closed")  # closing the generator runs this
+
+
+def leaves_finally_generator_open(x, log):
+    g = guarded_by_finally(log)
+    return x * next(g)
+
+
+def catches_everything(log):
+    try:
+        yield 1
+        yield 2
+    except BaseException:
+        log.append("caught")
+        raise
+
+
+def leaves_catch_all_generator_open(x, log):
+    g = catches_everything(log)
+    return x * next(g)
+
+
+def test_a_sequence_iterator_left_suspended_is_traced_in_one_graph():
+    args = (torch.randn(3), Layers([-1.0, 2.0, 3.0]))
+    counter = check(first_scale, *args, calls=2)
+    compiled_whole(counter, first_scale)
+    assert torch_frames(first_scale, *args) == 1
+
+
+@pytest.mark.parametrize("fn", [leaves_finally_generator_open, leaves_catch_all_generator_open])
+def test_a_generator_whose_close_runs_code_is_not_left_open_by_the_trace(fn):
+    """Closing it runs the handler when eager drops the last reference: the compiled frame
+    must leave the same log (it runs that part eagerly)."""
+    check(fn, torch.randn(3), [], calls=2)
