@@ -1,0 +1,185 @@
+"""The cases of tests/test_distributed.py, run by each of two gloo processes on 127.0.0.1.
+
+``python tests/distributed_cases.py RANK WORLD PORT OUT`` joins the group, runs every case of
+``CASES`` eagerly, under graphlift and under torch.compile (backend "eager" or a counter), and
+writes one JSON file per rank with what it measured: whether graphlift's results and side
+effects equal eager's, and the graph and break counts of both compilers. The test reads them.
+One pair of processes runs every case: starting one costs seconds (importing torch).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+CASES: dict[str, Callable[[int], dict[str, Any]]] = {}
+
+
+def case(fn: Callable[[int], dict[str, Any]]) -> Callable[[int], dict[str, Any]]:
+    CASES[fn.__name__] = fn
+    return fn
+
+
+# -- collectives: eager against graphlift against torch.compile --------------------------------
+def _counts(fn: Callable, make_args: Callable[[int], tuple], calls: int = 2) -> dict[str, Any]:
+    """Run ``fn`` eagerly and compiled by both, ``calls`` times with fresh arguments."""
+    import torch._dynamo
+    from torch._dynamo.testing import CompileCounter as DynamoCounter
+    from torch._dynamo.utils import counters
+
+    import graphlift
+    from graphlift.testing import CompileCounter
+
+    graphlift.reset()
+    counter = CompileCounter()
+    compiled = graphlift.compile(fn, backend=counter)
+    same = True
+    for i in range(calls):
+        eager_args, gl_args = make_args(i), make_args(i)
+        expected, got = fn(*eager_args), compiled(*gl_args)
+        same = same and _equal(expected, got) and _equal(eager_args, gl_args)
+    stats = graphlift.stats(compiled)
+    torch._dynamo.reset()
+    counters.clear()
+    dynamo = DynamoCounter()
+    tc = torch.compile(fn, backend=dynamo)
+    for i in range(calls):
+        tc(*make_args(i))
+    breaks = sum(counters["graph_break"].values())
+    torch._dynamo.reset()
+    return {"same": same, "graphs": counter.frame_count, "breaks": stats.graph_breaks,
+            "compiles": stats.compiles, "tc_graphs": dynamo.frame_count, "tc_breaks": breaks,
+            "code": [gm.code for gm in counter.graphs]}
+
+
+def _equal(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(map(_equal, a, b))
+    return a == b
+
+
+def _x(rank: int, i: int, n: int = 4) -> torch.Tensor:
+    return torch.arange(float(n)) * (rank + 1) + i
+
+
+def all_reduce(x):
+    t = x.clone()
+    dist.all_reduce(t)
+    return t * 2
+
+
+def all_reduce_max_into_input(x):
+    dist.all_reduce(x, op=dist.ReduceOp.MAX)  # the argument itself is written
+    return x + 1
+
+
+def all_reduce_async_wait(x):
+    t = x.clone()
+    work = dist.all_reduce(t, async_op=True)
+    work.wait()
+    return t * 2
+
+
+def all_gather_into_tensor(x):
+    out = torch.empty(dist.get_world_size() * x.numel())
+    dist.all_gather_into_tensor(out, x)
+    return out
+
+
+def reduce_scatter_tensor(x):
+    out = torch.empty(x.numel() // dist.get_world_size())
+    dist.reduce_scatter_tensor(out, x, op=dist.ReduceOp.SUM)
+    return out * 3
+
+
+def broadcast(x):
+    t = x.clone()
+    dist.broadcast(t, src=1)
+    return t
+
+
+def all_to_all_single(x):
+    out = torch.empty_like(x)
+    dist.all_to_all_single(out, x)
+    return out + 0
+
+
+def all_to_all_single_splits(x):
+    out = torch.empty(4)
+    sizes = [1, 3] if dist.get_rank() == 0 else [3, 1]
+    dist.all_to_all_single(out, x, output_split_sizes=sizes, input_split_sizes=sizes)
+    return out
+
+
+def queries(x):
+    world = dist.group.WORLD
+    return x * dist.get_rank() + dist.get_world_size() + dist.is_initialized() + world.size()
+
+
+def on_subgroup(x, group):
+    t = x.clone()
+    dist.all_reduce(t, group=group)
+    return t + dist.get_rank(group)
+
+
+def all_gather_list_breaks(x):
+    # Not rewritten (a list of outputs): a graph break at the call, which runs eagerly.
+    parts = [torch.empty_like(x) for _ in range(2)]
+    y = x * 2
+    dist.all_gather(parts, y)
+    return parts[0] + parts[1]
+
+
+COLLECTIVE_CASES: dict[str, Callable] = {
+    "all_reduce": lambda r: _counts(all_reduce, lambda i: (_x(r, i),)),
+    "all_reduce_max_into_input": lambda r: _counts(all_reduce_max_into_input,
+                                                   lambda i: (_x(r, i),)),
+    "all_reduce_async_wait": lambda r: _counts(all_reduce_async_wait, lambda i: (_x(r, i),)),
+    "all_gather_into_tensor": lambda r: _counts(all_gather_into_tensor, lambda i: (_x(r, i),)),
+    "reduce_scatter_tensor": lambda r: _counts(reduce_scatter_tensor, lambda i: (_x(r, i),)),
+    "broadcast": lambda r: _counts(broadcast, lambda i: (_x(r, i),)),
+    "all_to_all_single": lambda r: _counts(all_to_all_single, lambda i: (_x(r, i),)),
+    "all_to_all_single_splits": lambda r: _counts(all_to_all_single_splits,
+                                                  lambda i: (_x(r, i),)),
+    "queries": lambda r: _counts(queries, lambda i: (_x(r, i),)),
+    "on_subgroup": lambda r: _counts(on_subgroup, lambda i: (_x(r, i), _SUBGROUP[0])),
+    "all_gather_list_breaks": lambda r: _counts(all_gather_list_breaks, lambda i: (_x(r, i),)),
+}
+_SUBGROUP: list[Any] = []
+for _name, _run in COLLECTIVE_CASES.items():
+    CASES[_name] = _run
+
+
+def main(rank: int, world: int, port: int, out: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    import graphlift
+
+    graphlift.config.raise_internal_errors = True
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=60))
+    _SUBGROUP.append(dist.new_group([0, 1]))
+    results: dict[str, Any] = {}
+    for name, run in CASES.items():
+        try:
+            results[name] = run(rank)
+        except Exception:  # reported by the test that reads this case
+            results[name] = {"error": traceback.format_exc()}
+        print(name, "done", flush=True)
+        dist.barrier()  # a case that failed on one rank must not shift the other's
+    with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
+        json.dump(results, f)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
