@@ -192,7 +192,14 @@ def _frame_calling(target: Callable) -> types.FunctionType:
 
 def _compile_module(module: torch.nn.Module, options: CompileOptions) -> torch.nn.Module:
     """``compile(module)``: a wrapper module whose calls run the module compiled."""
+    if _is_ddp(module):
+        return DDPOptimizedModule(module, options)
     return OptimizedModule(module, options)
+
+
+def _is_ddp(module: torch.nn.Module) -> bool:
+    return torch.distributed.is_available() and \
+        isinstance(module, torch.nn.parallel.DistributedDataParallel)
 
 
 def _call_module(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
@@ -273,6 +280,37 @@ class OptimizedModule(torch.nn.Module):
 
     def named_buffers(self, *args: Any, **kwargs: Any) -> Any:
         return self._graphlift_module.named_buffers(*args, **kwargs)
+
+
+class DDPOptimizedModule(OptimizedModule):
+    """``compile(DDP(model))``: DDP's own forward runs eagerly and the model's is compiled.
+
+    DDP's forward is bookkeeping of its reducer (buckets, buffer broadcasts, the autograd hooks
+    that all-reduce gradients) around one call of the model, so it runs as it is, as under
+    torch.compile, which skips DDP's frames: a frame-evaluation hook compiles the frame of the
+    model's ``forward`` that DDP calls. Without such a hook, the model's ``forward`` is set on
+    the model instance for the duration of the call (and removed after), so DDP's call of it runs
+    the compiled forward; it is compiled inside DDP's forward, so ``config.optimize_ddp`` splits
+    its graphs at DDP's buckets. A model with a ``forward`` of its own set on the instance runs
+    uncompiled inside DDP.
+    """
+
+    def __init__(self, module: torch.nn.Module, options: CompileOptions) -> None:
+        super().__init__(module.module, options)
+        self.__dict__["_graphlift_ddp"] = module
+        self._orig_mod = module
+        self.__dict__["_graphlift_module"] = module
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        ddp = self._graphlift_ddp
+        inner, compiled = ddp.module, self._graphlift_forward
+        if compiled is None or "forward" in inner.__dict__:
+            return ddp(*args, **kwargs)
+        inner.__dict__["forward"] = types.MethodType(compiled, inner)
+        try:
+            return ddp(*args, **kwargs)
+        finally:
+            del inner.__dict__["forward"]
 
 
 def compiled_module_call(module: torch.nn.Module, options: CompileOptions) -> Callable:

@@ -160,6 +160,70 @@ for _name, _run in COLLECTIVE_CASES.items():
     CASES[_name] = _run
 
 
+# -- DDP: gradients against eager DDP, graphs per bucket --------------------------------------
+def _mlp() -> torch.nn.Module:
+    """Three 1 MiB layers: with bucket_cap_mb=1 each is a bucket of its own."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(),
+                               torch.nn.Linear(512, 512), torch.nn.ReLU(),
+                               torch.nn.Linear(512, 512))
+
+
+def _grads(module: torch.nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
+    module.zero_grad()
+    module(x).sum().backward()
+    return [p.grad.clone() for p in module.parameters()]
+
+
+def _ddp(form: str, backend: str, optimize_ddp: bool = True) -> Callable[[int], dict]:
+    def run(rank: int) -> dict[str, Any]:
+        import copy
+
+        import torch._dynamo
+        from torch._dynamo.testing import CompileCounter as DynamoCounter
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        import graphlift
+        from graphlift.testing import CompileCounter, CompileCounterWithBackend
+
+        base, x = _mlp(), torch.randn(4, 512) * (rank + 1)
+        expected = _grads(DDP(copy.deepcopy(base), bucket_cap_mb=1), x)
+        graphlift.reset()
+        counter = CompileCounter() if backend == "eager" else CompileCounterWithBackend(backend)
+        with graphlift.config.patch(optimize_ddp=optimize_ddp):
+            if form == "compile(DDP)":
+                model = graphlift.compile(DDP(copy.deepcopy(base), bucket_cap_mb=1),
+                                          backend=counter)
+            else:
+                model = DDP(graphlift.compile(copy.deepcopy(base), backend=counter),
+                            bucket_cap_mb=1)
+            got = [_grads(model, x) for _ in range(2)]
+        same = all(torch.allclose(a, b, atol=1e-5) for g in got for a, b in zip(expected, g))
+        torch._dynamo.reset()
+        dynamo = DynamoCounter()
+        with torch._dynamo.config.patch(optimize_ddp=optimize_ddp):
+            if form == "compile(DDP)":
+                tc = torch.compile(DDP(copy.deepcopy(base), bucket_cap_mb=1), backend=dynamo)
+            else:
+                tc = DDP(torch.compile(copy.deepcopy(base), backend=dynamo), bucket_cap_mb=1)
+            _grads(tc, x)
+        torch._dynamo.reset()
+        return {"same": same, "graphs": counter.frame_count, "tc_graphs": dynamo.frame_count,
+                "compiles": graphlift.stats(model if form == "compile(DDP)"
+                                            else model.module).compiles}
+    return run
+
+
+DDP_CASES = {
+    "compile_of_ddp": _ddp("compile(DDP)", "eager"),
+    "compile_of_ddp_aot_eager": _ddp("compile(DDP)", "aot_eager"),
+    "ddp_of_compiled": _ddp("DDP(compile)", "eager"),
+    "ddp_of_compiled_aot_eager": _ddp("DDP(compile)", "aot_eager"),
+    "ddp_of_compiled_unsplit": _ddp("DDP(compile)", "eager", optimize_ddp=False),
+}
+CASES.update(DDP_CASES)
+
+
 def main(rank: int, world: int, port: int, out: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
@@ -174,7 +238,6 @@ def main(rank: int, world: int, port: int, out: str) -> None:
             results[name] = run(rank)
         except Exception:  # reported by the test that reads this case
             results[name] = {"error": traceback.format_exc()}
-        print(name, "done", flush=True)
         dist.barrier()  # a case that failed on one rank must not shift the other's
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
         json.dump(results, f)

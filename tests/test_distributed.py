@@ -102,3 +102,24 @@ def test_collectives_are_nodes(results):
     assert "_c10d_functional.wait_tensor.default" in code and ".copy_(" in code
     code = _case(results, "queries")[0]["code"][0]
     assert "c10d" not in code  # folded to constants
+
+
+# case: graphs under graphlift, graphs under torch.compile 2.13. Three buckets of one layer each
+# (bucket_cap_mb=1): one graph per bucket. torch.compile(DDP(model)) compiles nothing in 2.13
+# (its frames break inside DDP's forward and the model's frame is not compiled).
+DDP_EXPECTED = {
+    "compile_of_ddp": (3, 0),
+    "compile_of_ddp_aot_eager": (3, 0),
+    "ddp_of_compiled": (3, 3),
+    "ddp_of_compiled_aot_eager": (3, 3),
+    "ddp_of_compiled_unsplit": (1, 1),  # config.optimize_ddp=False: one graph
+}
+
+
+@pytest.mark.parametrize("name", sorted(DDP_EXPECTED))
+def test_ddp(results, name):
+    graphs, tc_graphs = DDP_EXPECTED[name]
+    for got in _case(results, name):
+        assert got["same"]  # gradients equal eager DDP's, twice (the second a cache hit)
+        assert (got["graphs"], got["tc_graphs"]) == (graphs, tc_graphs)
+        assert got["compiles"] == 1
