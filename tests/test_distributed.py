@@ -123,3 +123,17 @@ def test_ddp(results, name):
         assert got["same"]  # gradients equal eager DDP's, twice (the second a cache hit)
         assert (got["graphs"], got["tc_graphs"]) == (graphs, tc_graphs)
         assert got["compiles"] == 1
+
+
+# case: graphs under graphlift. FSDP2's hooks (all-gather before forward, reshard after) run
+# eagerly around compiled forwards. A root whose layers are sharded too runs eagerly: its forward
+# calls them in a loop, and the call of a module with hooks is a break there (torch.compile
+# traces FSDP2's hooks). Compiling each sharded block works, one entry per block instance.
+FSDP_EXPECTED = {"fsdp2_root": 1, "fsdp2_nested": 0, "fsdp2_blocks": 2}
+
+
+@pytest.mark.parametrize("name", sorted(FSDP_EXPECTED))
+def test_fsdp2(results, name):
+    for got in _case(results, name):
+        assert got["same"]  # three training steps give eager FSDP2's outputs
+        assert got["graphs"] == FSDP_EXPECTED[name]
