@@ -160,6 +160,28 @@ for _name, _run in COLLECTIVE_CASES.items():
     CASES[_name] = _run
 
 
+def rank_shaped(x):
+    # The collective's tensor has the same size on every rank; x need not.
+    t = torch.ones(2) * x.sum()
+    dist.all_reduce(t)
+    return t + x.mean()
+
+
+def _rank_differs(rank: int) -> dict[str, Any]:
+    """Rank 1's second input has another size: rank 1 recompiles, rank 0 does not."""
+    import graphlift
+
+    graphlift.reset()
+    compiled = graphlift.compile(rank_shaped)
+    sizes = [4, 4 if rank == 0 else 6]
+    same = all(torch.equal(rank_shaped(_x(rank, i, n)), compiled(_x(rank, i, n)))
+               for i, n in enumerate(sizes))
+    return {"same": same, "compiles": graphlift.stats(compiled).compiles}
+
+
+CASES["rank_inputs_differ"] = _rank_differs
+
+
 # -- DDP: gradients against eager DDP, graphs per bucket --------------------------------------
 def _mlp() -> torch.nn.Module:
     """Three 1 MiB layers: with bucket_cap_mb=1 each is a bucket of its own."""

@@ -137,3 +137,11 @@ def test_fsdp2(results, name):
     for got in _case(results, name):
         assert got["same"]  # three training steps give eager FSDP2's outputs
         assert got["graphs"] == FSDP_EXPECTED[name]
+
+
+def test_one_rank_recompiles_alone(results):
+    """A rank whose input changes size recompiles on its own; the other keeps its entry. The
+    graphs of both still issue the same collectives, so neither waits for the other."""
+    per_rank = _case(results, "rank_inputs_differ")
+    assert all(got["same"] for got in per_rank)
+    assert [got["compiles"] for got in per_rank] == [1, 2]
