@@ -140,6 +140,13 @@ def all_gather_list_breaks(x):
     return parts[0] + parts[1]
 
 
+def all_reduce_requires_grad_breaks(w):
+    # Eager c10d is invisible to autograd; the rewrite would not be: a break at the call.
+    t = w * 2
+    dist.all_reduce(t)
+    return t.sum()
+
+
 COLLECTIVE_CASES: dict[str, Callable] = {
     "all_reduce": lambda r: _counts(all_reduce, lambda i: (_x(r, i),)),
     "all_reduce_max_into_input": lambda r: _counts(all_reduce_max_into_input,
@@ -154,6 +161,8 @@ COLLECTIVE_CASES: dict[str, Callable] = {
     "queries": lambda r: _counts(queries, lambda i: (_x(r, i),)),
     "on_subgroup": lambda r: _counts(on_subgroup, lambda i: (_x(r, i), _SUBGROUP[0])),
     "all_gather_list_breaks": lambda r: _counts(all_gather_list_breaks, lambda i: (_x(r, i),)),
+    "all_reduce_requires_grad_breaks": lambda r: _counts(
+        all_reduce_requires_grad_breaks, lambda i: (_x(r, i).requires_grad_(),)),
 }
 _SUBGROUP: list[Any] = []
 for _name, _run in COLLECTIVE_CASES.items():

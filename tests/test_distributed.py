@@ -43,6 +43,8 @@ EXPECTED = {
     "on_subgroup": ((1, 0), (1, 0)),
     # dist.all_gather into a list is not rewritten: a break at the call, which runs eagerly.
     "all_gather_list_breaks": ((2, 1), (1, 0)),
+    # A tensor that requires grad: a break at the collective (torch.compile rewrites it).
+    "all_reduce_requires_grad_breaks": ((2, 1), (1, 0)),
 }
 
 

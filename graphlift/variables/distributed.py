@@ -9,7 +9,8 @@ rows of :data:`COLLECTIVES`; ``graphlift.trace_rules`` sends their calls here (r
 ``distributed_collective``), and every other torch.distributed function stays a graph break.
 
 A call this module cannot follow (a group that is not a known process group, a reduce op with no
-functional name, an ``async_op`` that is not a constant, a rank outside the group) raises
+functional name, an ``async_op`` that is not a constant, a rank outside the group, a tensor that
+requires grad while grad mode is on) raises
 :class:`Unsupported`: a graph break at the call, which then runs eagerly. Nothing is dropped.
 
 ``async_op=True`` returns a :class:`WorkVariable`: the collective is issued and waited for where
@@ -340,6 +341,12 @@ class DistributedFunctionVariable(VariableTracker):
         group = resolve_group(tx, bound.get("group"))
         if c10d._rank_not_in_group(group):
             raise Unsupported(f"{self.describe()} on a group this rank is not in")
+        if torch.is_grad_enabled() and any(isinstance(v, TensorVariable) and v.fake.requires_grad
+                                           for v in bound.values()):
+            # Eager c10d writes behind autograd's back; the rewrite's copy_ would be recorded
+            # and backward would differentiate through the collective.
+            raise Unsupported(f"{self.describe()} on a tensor that requires grad",
+                              hints=("call it under torch.no_grad(), or on a detached tensor",))
         COLLECTIVES[self.fn](tx, bound, group)
         return WorkVariable(self.describe()) if async_op else ConstantVariable(None)
 
