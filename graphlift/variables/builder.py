@@ -53,8 +53,8 @@ from graphlift.variables.containers import (
     TupleVariable,
 )
 from graphlift.variables.context import ContextMethodVariable, GradModeVariable
-from graphlift.variables.functions import LruCacheVariable
 from graphlift.variables.distributed import is_distributed_value, wrap_distributed
+from graphlift.variables.functions import LruCacheVariable
 from graphlift.variables.nn_module import NNModuleVariable, wrap_module
 from graphlift.variables.objects import (
     BuiltinMethodVariable,
