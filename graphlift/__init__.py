@@ -38,17 +38,18 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
     variables:   variables.base, variables.constant, variables.containers, variables.exceptions,
                  variables.iterators, variables.methods, variables.context, variables.symbolic,
                  variables.tensor, variables.functions, variables.objects, variables.builtins,
-                 variables.collections, variables.subclasses, variables.callables,
-                 variables.nn_module,
-                 variables.builder, variables  -- VariableTrackers, one kind per module; the
-                 builder wraps input values with their guards and knows every kind
+                 variables.collections, variables.subclasses, variables.distributed,
+                 variables.callables, variables.nn_module, variables.builder, variables  --
+                 VariableTrackers, one kind per module; the builder wraps input values with their
+                 guards and knows every kind
     graph:       output_graph  -- the FX graph, fake tensors, graph inputs, the backend call
     rules:       trace_rules  -- inline, polyfill, builtin, graph node or skip, per callable
-    records:     graph_break, backends, side_effects, guards, dynamic_shapes,
+    records:     graph_break, backends, ddp_optimizer, side_effects, guards, dynamic_shapes,
                  polyfills.support, polyfills.builtins, polyfills.collections, polyfills.compiler,
                  polyfills.copy,
                  polyfills.functools, polyfills.heapq, polyfills.itertools, polyfills.operator,
-                 polyfills, resume  -- break records, backends, the side-effect ledger, guard
+                 polyfills, resume  -- break records, backends, splitting graphs at DDP's
+                 gradient buckets, the side-effect ledger, guard
                  kinds and the check function, symbolic sizes, pure-Python stand-ins for C
                  functions, resume code objects
     bytecode:    bytecode  -- decoding 3.11 instructions; the version check

@@ -57,6 +57,11 @@ SETTINGS: dict[str, Setting] = {
     "use_polyfills": Setting(
         True, "trace pure-Python stand-ins for C functions (itertools, heapq, ...)"
     ),
+    # Distributed training (graphlift/ddp_optimizer.py).
+    "optimize_ddp": Setting(
+        True, "inside a DistributedDataParallel forward, split each graph at DDP's gradient "
+        "buckets so each bucket's all-reduce can start while backward continues"
+    ),
     # nn.Module guards (graphlift/variables/nn_module.py).
     "guard_torch_module_constants": Setting(
         False, "guard hyperparameters read from torch.nn's own layers (Dropout.p, LayerNorm.eps); "

@@ -38,6 +38,7 @@ from __future__ import annotations
 import builtins
 import functools
 import os
+import sys
 import threading
 import time
 import types
@@ -192,7 +193,22 @@ def _frame_calling(target: Callable) -> types.FunctionType:
 
 def _compile_module(module: torch.nn.Module, options: CompileOptions) -> torch.nn.Module:
     """``compile(module)``: a wrapper module whose calls run the module compiled."""
+    if _is_ddp(module) or _is_fsdp(module):
+        return DDPOptimizedModule(module, options)
     return OptimizedModule(module, options)
+
+
+def _is_ddp(module: torch.nn.Module) -> bool:
+    return torch.distributed.is_available() and \
+        isinstance(module, torch.nn.parallel.DistributedDataParallel)
+
+
+def _is_fsdp(module: torch.nn.Module) -> bool:
+    """A module made by FSDP2's ``fully_shard`` (its class subclasses ``FSDPModule``)."""
+    if not torch.distributed.is_available():
+        return False
+    fsdp = sys.modules.get("torch.distributed.fsdp")  # not imported: no fully_shard module
+    return fsdp is not None and isinstance(module, fsdp.FSDPModule)
 
 
 def _call_module(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
@@ -273,6 +289,40 @@ class OptimizedModule(torch.nn.Module):
 
     def named_buffers(self, *args: Any, **kwargs: Any) -> Any:
         return self._graphlift_module.named_buffers(*args, **kwargs)
+
+
+class DDPOptimizedModule(OptimizedModule):
+    """``compile(DDP(model))`` or ``compile(fully_shard(model))``: the wrapper's own call runs
+    eagerly and the model's ``forward`` is compiled.
+
+    DDP's forward, and FSDP2's pre- and post-forward hooks, are bookkeeping around one call of
+    the model's ``forward`` (DDP's reducer and buffer broadcasts; FSDP's all-gather of the
+    parameters and their resharding), so they run as they are: torch.compile skips DDP's frames
+    and a frame-evaluation hook compiles the frame of the model's ``forward``. Without such a
+    hook, the model's ``forward`` is set on the model instance for the duration of the call (and
+    removed after), so the wrapper's call of it runs the compiled forward. Inside DDP it is
+    compiled during DDP's forward, so ``config.optimize_ddp`` splits its graphs at DDP's buckets.
+    A model with a ``forward`` of its own set on the instance runs uncompiled.
+    """
+
+    def __init__(self, module: torch.nn.Module, options: CompileOptions) -> None:
+        inner = module.module if _is_ddp(module) else module
+        super().__init__(inner, options)
+        self.__dict__["_graphlift_outer"] = module
+        self.__dict__["_graphlift_inner"] = inner
+        self._orig_mod = module
+        self.__dict__["_graphlift_module"] = module
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        outer, inner, compiled = self._graphlift_outer, self._graphlift_inner, \
+            self._graphlift_forward
+        if compiled is None or "forward" in inner.__dict__:
+            return outer(*args, **kwargs)
+        inner.__dict__["forward"] = types.MethodType(compiled, inner)
+        try:
+            return outer(*args, **kwargs)
+        finally:
+            del inner.__dict__["forward"]
 
 
 def compiled_module_call(module: torch.nn.Module, options: CompileOptions) -> Callable:

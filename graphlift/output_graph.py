@@ -26,6 +26,8 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from graphlift import logs
 from graphlift.backends import call_graph_callable, lookup_backend
+from graphlift.config import config
+from graphlift.ddp_optimizer import active_ddp_module, split_backend
 from graphlift.dynamic_shapes import (
     SIZE_DYNAMIC,
     SIZE_STATIC,
@@ -259,6 +261,9 @@ class OutputGraph:
             logs.emit("graph_code", f"TRACED GRAPH {name}\n{gm.code}")
         examples = [graph_input.example for graph_input in self.inputs]
         backend_fn = lookup_backend(backend)
+        ddp = active_ddp_module() if config.optimize_ddp else None
+        if ddp is not None:  # one subgraph per gradient bucket, each compiled by the backend
+            backend_fn = split_backend(backend_fn, ddp, self.fake_mode)
         label = backend if isinstance(backend, str) else getattr(backend, "__name__", backend)
         start = time.perf_counter()
         try:

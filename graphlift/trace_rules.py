@@ -102,6 +102,10 @@ def stateful_reason(fn: Any) -> str | None:
 # the rules and tell them what they model.
 MODELLED_BUILTINS: set[Any] = set()
 MODELLED_CLASSES: set[type] = set()
+# torch.distributed functions that variables/distributed.py traces (collectives rewritten to
+# functional collectives, process-group queries folded), each with its rule below; every other
+# torch.distributed function is a graph break (rule torch_distributed).
+DISTRIBUTED_MODELLED: dict[Any, Rule] = {}
 
 
 class Kind(enum.Enum):
@@ -231,6 +235,13 @@ TORCH_DISTRIBUTED = Rule("torch_distributed", Kind.SKIP,
                          "torch.distributed talks to other processes and writes into its "
                          "tensors (all_reduce fills its argument): it runs eagerly",
                          "accept the graph break, or call it outside the compiled function")
+DISTRIBUTED_COLLECTIVE = Rule("distributed_collective", Kind.GRAPH,
+                              "an in-place c10d collective (all_reduce, broadcast...), rewritten "
+                              "to a functional collective, its wait and a copy back into its "
+                              "tensor, as torch.compile does (variables/distributed.py)")
+DISTRIBUTED_QUERY = Rule("distributed_query", Kind.BUILTIN,
+                         "a process-group query (get_rank, get_world_size, is_initialized): "
+                         "folded to a constant, guarded on the default group")
 TORCH_PYTHON = Rule("torch_python", Kind.GRAPH,
                     "a torch function written in Python, kept whole as one node")
 STDLIB = Rule("stdlib", Kind.SKIP, "the standard library runs eagerly", _INLINE_MODULES_HINT)
@@ -248,7 +259,8 @@ RULES = (DISABLED, TORCH_DISABLED, TORCH_DISALLOWED, ALLOW_IN_GRAPH, COMPILED_FU
          CONSTANT_CLASS_METHOD,
          PURE_C_FUNCTION, TORCH_GLOBAL_STATE, TENSOR_METHOD, TORCH_OP, C_METHOD, CONFIG_SKIP,
          CONFIG_INLINE, GRAPHLIFT_POLYFILLS, GRAPHLIFT, TORCH_INLINE, TORCH_CLASS,
-         TORCH_BOUND_METHOD, TORCH_DISTRIBUTED, TORCH_PYTHON,
+         TORCH_BOUND_METHOD, TORCH_DISTRIBUTED, DISTRIBUTED_COLLECTIVE, DISTRIBUTED_QUERY,
+         TORCH_PYTHON,
          STDLIB, THIRD_PARTY, C_FUNCTION, USER_CODE)
 
 # Parts of torch traced like user code, by module name (a prefix matches its submodules).
@@ -474,6 +486,9 @@ def _by_object(fn: Any) -> Decision | None:
         return Decision(Kind.GRAPH, TENSOR_METHOD)
     if isinstance(fn, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)):
         return Decision(Kind.GRAPH, TORCH_OP)
+    distributed = DISTRIBUTED_MODELLED.get(fn) if _hashable(fn) else None
+    if distributed is not None:  # before the module row that skips torch.distributed
+        return Decision(distributed.kind, distributed)
     return None
 
 

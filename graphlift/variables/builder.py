@@ -53,6 +53,7 @@ from graphlift.variables.containers import (
     TupleVariable,
 )
 from graphlift.variables.context import ContextMethodVariable, GradModeVariable
+from graphlift.variables.distributed import is_distributed_value, wrap_distributed
 from graphlift.variables.functions import LruCacheVariable
 from graphlift.variables.nn_module import NNModuleVariable, wrap_module
 from graphlift.variables.objects import (
@@ -291,6 +292,12 @@ def _wrap_enum(builder: VariableBuilder, value: enum.Enum, source: Source) -> Va
     return ConstantVariable(value, source)
 
 
+def _wrap_distributed(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:
+    """A process group, ``dist.group``, a reduce op or a modelled torch.distributed function:
+    pinned by identity (see variables/distributed.py)."""
+    return wrap_distributed(builder.tx, value, source)
+
+
 def _wrap_object(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:
     """Any other object: guarded by its type, its attributes read (and guarded) through it."""
     builder.tx.guards.type_match(source, value)
@@ -357,6 +364,9 @@ WRAP_ROWS = (
     (lambda v: isinstance(v, GradModeExit), _wrap_grad_mode_exit),
     # Before the object row: a module is pinned by identity, not by type.
     (lambda v: isinstance(v, types.ModuleType), _wrap_python_module),
+    # Before the callable and object rows: a process group, dist.group, a collective, pinned
+    # by identity (variables/distributed.py).
+    (is_distributed_value, _wrap_distributed),
     # Functions, methods, classes. Before the nn.Module row: a module given to allow_in_graph,
     # or one of a skipped library, goes by the trace rules.
     (is_classified_callable, _wrap_callable),
@@ -442,6 +452,8 @@ UNGUARDED_ROWS = (
     (is_constant_value, _unguarded_constant),
     # Reached through a guarded namespace (torch.nn through torch): no guard of its own.
     (lambda v: isinstance(v, types.ModuleType), _unguarded_python_module),
+    # Before the callable and object rows, as in WRAP_ROWS.
+    (is_distributed_value, wrap_distributed),
     # Functions, methods and classes: the trace rules (wrap_callable takes no source here).
     # Before the nn.Module row, as in WRAP_ROWS.
     (is_classified_callable, wrap_callable),

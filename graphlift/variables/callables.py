@@ -26,6 +26,7 @@ from graphlift.trace_rules import Decision, Kind
 from graphlift.variables.base import VariableTracker, lookup_class_attr, raise_real
 from graphlift.variables.builtins import BuiltinVariable
 from graphlift.variables.constant import wrap_constant
+from graphlift.variables.distributed import DistributedFunctionVariable
 from graphlift.variables.functions import UserFunctionVariable, UserMethodVariable
 from graphlift.variables.iterators import GeneratorVariable, LazyIteratorVariable
 from graphlift.variables.objects import ClassVariable, UserObjectVariable, bind_class_attr
@@ -61,6 +62,8 @@ def wrap_callable(tx: InstructionTranslator, value: Any,
         return ClassVariable(value, source)  # ClassVariable.call consults the rules
     if kind is Kind.SKIP:
         return SkippedFunctionVariable(value, decision, source)
+    if decision.rule in (trace_rules.DISTRIBUTED_COLLECTIVE, trace_rules.DISTRIBUTED_QUERY):
+        return DistributedFunctionVariable(value, source)
     if kind is Kind.GRAPH:
         if decision.rule is trace_rules.ALLOW_IN_GRAPH:
             return AllowedFunctionVariable(value, source)

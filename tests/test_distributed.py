@@ -1,0 +1,149 @@
+"""torch.distributed under graphlift, on two gloo processes over 127.0.0.1 (issue 18).
+
+One pair of processes (``tests/distributed_cases.py``) runs every case, eagerly, under graphlift
+and under torch.compile, and writes what it measured; each test here checks one case on both
+ranks: graphlift's results and side effects equal eager's, and its graph and break counts are
+torch.compile's (or differ where the table below says why).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
+    pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
+
+WORLD = 2
+TIMEOUT_S = 240  # both processes together; a hang (a deadlock) fails the test, not the suite
+CASES_FILE = Path(__file__).with_name("distributed_cases.py")
+
+# case: (graphs, breaks) under graphlift, (graphs, breaks) under torch.compile 2.13 (its
+# counters['graph_break']).
+EXPECTED = {
+    "all_reduce": ((1, 0), (1, 0)),
+    "all_reduce_max_into_input": ((1, 0), (1, 0)),
+    # torch.compile breaks at async_op=True and at work.wait(); graphlift issues and waits for
+    # the collective where it is called, and work.wait() folds.
+    "all_reduce_async_wait": ((1, 0), (2, 2)),
+    "all_gather_into_tensor": ((1, 0), (1, 0)),
+    "reduce_scatter_tensor": ((1, 0), (1, 0)),
+    # torch.compile 2.13 has no rewrite of dist.broadcast: a break, the call runs eagerly.
+    "broadcast": ((1, 0), (1, 1)),
+    "all_to_all_single": ((1, 0), (1, 0)),
+    "all_to_all_single_splits": ((1, 0), (1, 0)),
+    "queries": ((1, 0), (1, 0)),
+    "on_subgroup": ((1, 0), (1, 0)),
+    # dist.all_gather into a list is not rewritten: a break at the call, which runs eagerly.
+    "all_gather_list_breaks": ((2, 1), (1, 0)),
+    # A tensor that requires grad: a break at the collective (torch.compile rewrites it).
+    "all_reduce_requires_grad_breaks": ((2, 1), (1, 0)),
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> list[dict]:
+    """Run every case on two processes; the results of rank 0 and rank 1."""
+    out = tmp_path_factory.mktemp("distributed")
+    port = _free_port()
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(CASES_FILE.parent.parent),
+                                          os.environ.get("PYTHONPATH", "")])}
+    procs = [subprocess.Popen([sys.executable, str(CASES_FILE), str(rank), str(WORLD),
+                               str(port), str(out)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for rank in range(WORLD)]
+    logs = []
+    try:
+        for proc in procs:
+            logs.append(proc.communicate(timeout=TIMEOUT_S)[0])
+    finally:
+        for proc in procs:  # a rank left waiting for a dead peer
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for rank, proc in enumerate(procs):
+        log = logs[rank] if rank < len(logs) else ""
+        assert proc.returncode == 0, f"rank {rank} failed:\n{log}"
+    return [json.loads((out / f"rank{rank}.json").read_text()) for rank in range(WORLD)]
+
+
+def _case(results: list[dict], name: str) -> list[dict]:
+    per_rank = [r[name] for r in results]
+    for rank, got in enumerate(per_rank):
+        assert "error" not in got, f"rank {rank}: {got['error']}"
+    return per_rank
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_collective(results, name):
+    (graphs, breaks), (tc_graphs, tc_breaks) = EXPECTED[name]
+    for got in _case(results, name):
+        assert got["same"], got["code"]
+        assert (got["graphs"], got["breaks"]) == (graphs, breaks), got["code"]
+        assert (got["tc_graphs"], got["tc_breaks"]) == (tc_graphs, tc_breaks)
+        assert got["compiles"] == 1  # the second call is a cache hit
+
+
+def test_collectives_are_nodes(results):
+    """Each rewritten collective is its functional op, its wait and a copy into the tensor."""
+    code = _case(results, "all_reduce")[0]["code"][0]
+    assert "_c10d_functional.all_reduce.default" in code
+    assert "_c10d_functional.wait_tensor.default" in code and ".copy_(" in code
+    code = _case(results, "queries")[0]["code"][0]
+    assert "c10d" not in code  # folded to constants
+
+
+# case: graphs under graphlift, graphs under torch.compile 2.13. Three buckets of one layer each
+# (bucket_cap_mb=1): one graph per bucket. torch.compile(DDP(model)) compiles nothing in 2.13
+# (its frames break inside DDP's forward and the model's frame is not compiled).
+DDP_EXPECTED = {
+    "compile_of_ddp": (3, 0),
+    "compile_of_ddp_aot_eager": (3, 0),
+    "ddp_of_compiled": (3, 3),
+    "ddp_of_compiled_aot_eager": (3, 3),
+    "ddp_of_compiled_unsplit": (1, 1),  # config.optimize_ddp=False: one graph
+}
+
+
+@pytest.mark.parametrize("name", sorted(DDP_EXPECTED))
+def test_ddp(results, name):
+    graphs, tc_graphs = DDP_EXPECTED[name]
+    for got in _case(results, name):
+        assert got["same"]  # gradients equal eager DDP's, twice (the second a cache hit)
+        assert (got["graphs"], got["tc_graphs"]) == (graphs, tc_graphs)
+        assert got["compiles"] == 1
+
+
+# case: graphs under graphlift. FSDP2's hooks (all-gather before forward, reshard after) run
+# eagerly around compiled forwards. A root whose layers are sharded too runs eagerly: its forward
+# calls them in a loop, and the call of a module with hooks is a break there (torch.compile
+# traces FSDP2's hooks). Compiling each sharded block works, one entry per block instance.
+FSDP_EXPECTED = {"fsdp2_root": 1, "fsdp2_nested": 0, "fsdp2_blocks": 2}
+
+
+@pytest.mark.parametrize("name", sorted(FSDP_EXPECTED))
+def test_fsdp2(results, name):
+    for got in _case(results, name):
+        assert got["same"]  # three training steps give eager FSDP2's outputs
+        assert got["graphs"] == FSDP_EXPECTED[name]
+
+
+def test_one_rank_recompiles_alone(results):
+    """A rank whose input changes size recompiles on its own; the other keeps its entry. The
+    graphs of both still issue the same collectives, so neither waits for the other."""
+    per_rank = _case(results, "rank_inputs_differ")
+    assert all(got["same"] for got in per_rank)
+    assert [got["compiles"] for got in per_rank] == [1, 2]
