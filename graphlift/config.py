@@ -62,6 +62,11 @@ SETTINGS: dict[str, Setting] = {
         False, "guard hyperparameters read from torch.nn's own layers (Dropout.p, LayerNorm.eps); "
         "off: fixed after construction (training flags are always guarded)"
     ),
+    # Guards (graphlift/guards.py).
+    "cpp_tensor_guards": Setting(
+        True, "on a cache hit, check tensors' metadata with torch's C++ TensorGuards (the "
+        "generated Python checks stay the fallback and what logs show)"
+    ),
 }
 
 
