@@ -92,6 +92,8 @@ class CompiledGuards:
     # The function that runs on a hit when it is not ``source``: the same checks with the
     # tensors' metadata checks left to one TensorGuards call (None: ``source`` runs).
     fast_source: str | None = None
+    # What TensorGuards checks, per tensor, as data (graphlift.persist saves and rebuilds it).
+    tensor_specs: tuple[TensorSpec, ...] = ()
 
     def texts(self) -> list[str]:
         return [g.text for g in self.guards]
@@ -486,7 +488,8 @@ class GuardBuilder:
         exec(compile(fast_source or source, f"<graphlift {name}>", "exec"), namespace)  # noqa: S102
         fn = namespace[f"__gl_{name}"]
         return CompiledGuards(fn, source, list(self.guards), params, namespace,
-                              module_roots=tuple(self.module_roots), fast_source=fast_source)
+                              module_roots=tuple(self.module_roots), fast_source=fast_source,
+                              tensor_specs=tuple(self._tensors.specs) if checker else ())
 
 
 def _check_function(name: str, params: tuple[str, ...], checks: list[str]) -> str:
@@ -495,6 +498,37 @@ def _check_function(name: str, params: tuple[str, ...], checks: list[str]) -> st
     # A guard that raises (an attribute gone from an object) is a failed guard, not an error.
     return (f"def __gl_{name}({', '.join(params)}):\n    try:\n        return (\n"
             f"            {body}\n        )\n    except Exception:\n        return False\n")
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """What TensorGuards checks of one tensor; None in sizes or strides: any."""
+
+    type: type
+    dtype: torch.dtype
+    device: torch.device
+    requires_grad: bool
+    sizes: tuple[int | None, ...]
+    strides: tuple[int | None, ...]
+
+    def example(self) -> torch.Tensor:
+        """A new tensor with exactly these properties (a free size is 2)."""
+        sizes = [2 if s is None else s for s in self.sizes]
+        strides = torch.empty(sizes).stride() if None in self.strides else self.strides
+        t = torch.empty_strided(sizes, strides, dtype=self.dtype, device=self.device)
+        if self.type is torch.nn.Parameter:
+            return torch.nn.Parameter(t, requires_grad=self.requires_grad)
+        return t.requires_grad_(self.requires_grad) if self.requires_grad else t
+
+
+def tensor_checker(specs: tuple[TensorSpec, ...]) -> Callable[..., bool] | None:
+    """``TensorGuards(...).check`` over tensors made to ``specs``, or None if it refuses them."""
+    if not specs or any(s.type not in (torch.Tensor, torch.nn.Parameter) for s in specs):
+        return None
+    examples = [s.example() for s in specs]
+    guards = TensorGuards(*examples, dynamic_dims_sizes=[list(s.sizes) for s in specs],
+                          dynamic_dims_strides=[list(s.strides) for s in specs])
+    return guards.check if guards.check(*examples) else None
 
 
 class _InCpp(str):
@@ -511,6 +545,7 @@ class _TensorBatch:
     examples: list[torch.Tensor] = field(default_factory=list)
     sizes: list[list[int | None]] = field(default_factory=list)
     strides: list[list[int | None]] = field(default_factory=list)
+    specs: list[TensorSpec] = field(default_factory=list)
     end: int = 0  # the fast checks up to here come before the TensorGuards call
 
     def add(self, expr: str, tensor: torch.Tensor, dynamic_dims: frozenset[int]) -> None:
@@ -518,6 +553,9 @@ class _TensorBatch:
         self.examples.append(tensor)
         self.sizes.append([None if d in dynamic_dims else s for d, s in enumerate(tensor.shape)])
         self.strides.append([None] * tensor.dim() if dynamic_dims else list(tensor.stride()))
+        self.specs.append(TensorSpec(type(tensor), tensor.dtype, tensor.device,
+                                     tensor.requires_grad, tuple(self.sizes[-1]),
+                                     tuple(self.strides[-1])))
 
     def checker(self) -> Callable[..., bool] | None:
         """``TensorGuards(...).check``, or None where it would not serve: no tensors, or it
