@@ -8,8 +8,9 @@ graphlift from after ``import graphlift``, for torch.compile from before ``torch
 interleaved (A B, A B, ...) and each figure is a median over samples; the ratio is the median of
 per-round ratios, which a slow spell on the shared machine moves least.
 
-Workloads: the model zoo's GPT with 12 blocks (d_model 64, seq 16, no_grad), and ``x + 1`` on 8
-floats. Each child also reports whether ``torch._dynamo`` ended up imported.
+Workloads: the model zoo's GPT with 12 blocks (d_model 64, seq 16, no_grad), the same decoder
+written as a function of its weights (``benchmarks/warm_start.py``), and ``x + 1`` on 8 floats.
+Each child also reports whether ``torch._dynamo`` ended up imported.
 
     .venv/bin/python benchmarks/cold_start.py                 # the table
     .venv/bin/python benchmarks/cold_start.py --importtime    # plus graphlift's heaviest imports
@@ -38,6 +39,14 @@ from models.gpt import GPT
 torch.manual_seed(0)
 target = GPT(vocab=256, block=32, layers=12, heads=4, dim=64).eval()
 args = (torch.randint(0, 256, (2, 16)),)
+""",
+    "functional decoder, 12 blocks": """
+import sys
+sys.path.insert(0, {bench!r})
+from warm_start import decoder, decoder_params
+torch.manual_seed(0)
+target = decoder
+args = (torch.randn(2, 16, 64), decoder_params(12, 64))
 """,
     "x + 1 (8 floats)": """
 def target(x):
@@ -99,8 +108,11 @@ def child_source(system: str, workload: str) -> str:
             + SYSTEMS[system].format(workload=setup) + REPORT)
 
 
-def run_child(source: str, extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+def run_child(source: str, extra: tuple[str, ...] = (),
+              env_vars: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    # A cold start never sees a cache directory from the caller's environment.
+    env = {k: v for k, v in os.environ.items() if k != "GRAPHLIFT_CACHE_DIR"}
+    env.update(OMP_NUM_THREADS="1", **(env_vars or {}))
     return subprocess.run([sys.executable, *extra, "-c", source], cwd=ROOT, env=env,
                           capture_output=True, text=True, check=True, timeout=600)
 

@@ -17,8 +17,11 @@ constant            None, bool, int, str, float (bit-exact), tuple, list, dict, 
                     device, torch.Size, memory formats and layouts
 import              modules, functions, classes, builtins reachable as ``module.qualname``;
                     only modules the loading process has imported already are used
-weak import         a weak reference to an importable object
-operator getter     ``operator.attrgetter`` / ``itemgetter`` of constants
+weak reference      a weak reference to an importable object or a code object (below)
+code                a module-level function's code object, by that function's import path; it
+                    loads only if the code there still has the saved contents
+operator getter     ``operator.attrgetter`` / ``itemgetter`` of constants; ``functools.partial``
+                    of portable values
 ==================  ============================================================================
 
 Files: one per code object and options, named by a SHA-256 key over the code object's contents
@@ -100,10 +103,36 @@ def _encode(value: Any) -> Any:
         referent = value()
         if referent is None:
             raise NotPortable("a dead weak reference")
-        return {"weak": _encode_import(referent)}
+        return {"weak": _encode(referent)}
     if kind in (operator.attrgetter, operator.itemgetter):
         return {kind.__name__: [_encode(a) for a in value.__reduce__()[1]]}
+    if kind is types.CodeType:
+        return {"code": _encode_code(value)}
+    if kind is functools.partial:
+        return {"partial": [_encode(value.func), _encode(value.args), _encode(value.keywords)]}
     return {"import": _encode_import(value)}
+
+
+def _encode_code(code: types.CodeType) -> list[str]:
+    """A module-level function's code object: that function's import path, and a digest of the
+    code's contents that the loader's code must match (the user may have edited it since)."""
+    for module in list(sys.modules.values()):
+        if getattr(module, "__file__", None) == code.co_filename:
+            path = [module.__name__, code.co_qualname]
+            try:
+                if _resolve(*path).__code__ is code:
+                    return [*path, _code_digest(code)]
+            except Exception:  # no such function in that module
+                break
+    raise NotPortable(f"the code of {code.co_qualname} (not a module-level function)")
+
+
+def _decode_code(data: list[str]) -> types.CodeType:
+    module, qualname, digest = data
+    code = _resolve(module, qualname).__code__
+    if _code_digest(code) != digest:
+        raise ValueError(f"{module}.{qualname} has changed since the entry was saved")
+    return code
 
 
 def _encode_import(value: Any) -> list[str]:
@@ -122,7 +151,14 @@ def _encode_import(value: Any) -> list[str]:
                 return [name, qualname]
         except Exception:  # not there: try the next name
             continue
+    alias = _TYPES_ALIASES.get(id(value))
+    if alias is not None and getattr(types, alias) is value:
+        return ["types", alias]
     raise NotPortable(f"{type(value).__name__} object {value!r:.60} (not reachable by import)")
+
+
+# Builtin types whose own names are not importable (builtins.function): their names in ``types``.
+_TYPES_ALIASES = {id(v): k for k, v in vars(types).items() if isinstance(v, type)}
 
 
 def _resolve(module: str, qualname: str) -> Any:
@@ -153,10 +189,13 @@ _DECODERS: dict[str, Callable[[Any], Any]] = {
     "dtype": lambda name: _checked(getattr(torch, name), torch.dtype),
     "device": torch.device,
     "torch": lambda name: _checked(getattr(torch, name), _TORCH_NAMED),
-    "weak": lambda path: weakref.ref(_resolve(*path)),
+    "weak": lambda data: weakref.ref(_decode(data)),
     "attrgetter": lambda args: operator.attrgetter(*map(_decode, args)),
     "itemgetter": lambda args: operator.itemgetter(*map(_decode, args)),
     "import": lambda path: _resolve(*path),
+    "code": _decode_code,
+    "partial": lambda parts: functools.partial(_decode(parts[0]), *_decode(parts[1]),
+                                               **_decode(parts[2])),
 }
 
 
@@ -183,6 +222,8 @@ def _same(a: Any, b: Any) -> bool:
         return a() is b()
     if isinstance(a, (operator.attrgetter, operator.itemgetter)):
         return a.__reduce__() == b.__reduce__()
+    if isinstance(a, functools.partial):
+        return (a.func, a.args, a.keywords) == (b.func, b.args, b.keywords)
     return bool(a == b)
 
 
@@ -315,6 +356,10 @@ def entry_key(code: types.CodeType, options: Any) -> str:
              f"graphlift {_graphlift_hash()}", f"options {options.describe()}",
              f"dynamic {options.dynamic!r}", _code_text(code)]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _code_digest(code: types.CodeType) -> str:
+    return hashlib.sha256(_code_text(code).encode()).hexdigest()
 
 
 def _code_text(code: types.CodeType) -> str:
