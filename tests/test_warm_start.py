@@ -139,6 +139,28 @@ def test_other_options_use_another_file(cache):
     assert counts(scaled) == (1, 0, 0)
 
 
+def helper(x):
+    return x * 2
+
+
+def uses_helper(x):
+    return helper(x) + 1
+
+
+def test_an_edited_helper_is_traced_again(cache, monkeypatch):
+    """The guard on a global function compares its code object: the loader rebinds the saved one
+    to the function's code now, and refuses it when its contents differ."""
+    compiled = graphlift.compile(uses_helper)
+    call(compiled, uses_helper, torch.randn(3))
+    graphlift.reset()
+    call(compiled, uses_helper, torch.randn(3))
+    assert counts(uses_helper)[:2] == (0, 1)
+    graphlift.reset()
+    monkeypatch.setattr(helper, "__code__", (lambda x: x * 3).__code__)
+    call(compiled, uses_helper, torch.randn(3))
+    assert counts(uses_helper)[:2] == (1, 0)
+
+
 # -- what is not saved -------------------------------------------------------------------------
 def test_an_entry_pinning_a_module_is_not_saved(cache):
     model = torch.nn.Linear(3, 2)
