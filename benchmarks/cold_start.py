@@ -72,7 +72,6 @@ with torch.no_grad():
     compiled = graphlift.compile(target, backend="eager")
     out = compiled(*args)
     first_s = time.perf_counter() - start
-    assert graphlift.stats(compiled).compiles >= 1
 """,
     "torch.compile": """
 import time
