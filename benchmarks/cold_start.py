@@ -156,10 +156,10 @@ def main() -> None:
     parser.add_argument("--json")
     opts = parser.parse_args()
     results = [measure(w, opts.samples) for w in WORKLOADS]
-    print(f"{'workload':<24}{'gl 1st ms':>11}{'tc 1st ms':>11}{'gl/tc':>8}"
+    print(f"{'workload':<32}{'gl 1st ms':>11}{'tc 1st ms':>11}{'gl/tc':>8}"
           f"{'gl import ms':>14}  torch._dynamo imported by graphlift")
     for r in results:
-        print(f"{r['workload']:<24}{r['graphlift_first_ms']:>11.0f}"
+        print(f"{r['workload']:<32}{r['graphlift_first_ms']:>11.0f}"
               f"{r['torch_compile_first_ms']:>11.0f}{r['ratio']:>8.2f}"
               f"{r['graphlift_import_ms']:>14.0f}  {r['graphlift_imports_dynamo']}")
     if opts.importtime:
