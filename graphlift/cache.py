@@ -71,6 +71,7 @@ class Stats:
     graph_breaks: int = 0
     recompile_limit_hit: bool = False
     internal_errors: int = 0  # compiles where graphlift itself failed (the frame ran eagerly)
+    loaded: int = 0  # entries loaded from config.cache_dir (a warm start) instead of compiled
     guard_seconds: float = 0.0  # guard evaluation on the miss path (hits are not timed)
     translate_seconds: float = 0.0
     backend_seconds: float = 0.0
@@ -88,7 +89,7 @@ class Stats:
             "calls": self.calls, "hits": self.hits, "misses": self.misses,
             "compiles": self.compiles, "graphs": self.graphs, "eager_frames": self.eager_frames,
             "graph_breaks": self.graph_breaks, "recompile_limit_hit": self.recompile_limit_hit,
-            "internal_errors": self.internal_errors,
+            "internal_errors": self.internal_errors, "loaded": self.loaded,
             "seconds": {"guards": self.guard_seconds, "translate": self.translate_seconds,
                         "backend": self.backend_seconds},
         }
@@ -118,6 +119,8 @@ class ExtraState:
         self.breaks: list[GraphBreak] = []
         self.resume_points: dict[tuple, Any] = {}  # (ResumeKey, options) -> ResumePoint
         self.shape_memory = ShapeMemory()  # sizes and ints earlier compiles saw (automatic dynamic)
+        # Options whose saved entries (config.cache_dir) were read in: once each after a reset.
+        self.loaded_options: weakref.WeakSet = weakref.WeakSet()
 
     def resume_point(self, code: types.CodeType, key: Any, options: Any,
                      make_wrapper: Callable) -> ResumePoint:

@@ -67,6 +67,16 @@ SETTINGS: dict[str, Setting] = {
         False, "guard hyperparameters read from torch.nn's own layers (Dropout.p, LayerNorm.eps); "
         "off: fixed after construction (training flags are always guarded)"
     ),
+    # Warm start (graphlift/persist.py).
+    "cache_dir": Setting(
+        None, "save compiled entries in this directory and load them in later processes "
+        "(also GRAPHLIFT_CACHE_DIR); None: off"
+    ),
+    # Guards (graphlift/guards.py).
+    "cpp_tensor_guards": Setting(
+        True, "on a cache hit, check tensors' metadata with torch's C++ TensorGuards (the "
+        "generated Python checks stay the fallback and what logs show)"
+    ),
 }
 
 

@@ -33,7 +33,7 @@ from graphlift.exc import (
     Unsupported,
 )
 from graphlift.graph_break import GraphBreak, report
-from graphlift.guards import GuardBuilder
+from graphlift.guards import CompiledGuards, GuardBuilder
 from graphlift.output_graph import OutputGraph
 from graphlift.resume import CO_GENERATOR_LIKE, GradModeExit, resumable_break
 from graphlift.sources import FN_NAME, GLOBALS_NAME
@@ -280,8 +280,7 @@ class _Attempt:
         code = fn.__code__
         run.__code__ = bytecode.at_line(run.__code__, code.co_filename, code.co_name,
                                         (last.lineno if last else None) or code.co_firstlineno)
-        _log_guards(fn, self.compile_id, compiled_guards.source,
-                    compiled_guards.shown_texts())
+        _log_guards(fn, self.compile_id, compiled_guards)
         return CacheEntry(self.compile_id, self.options, compiled_guards, run, run_source,
                           graph_module)
 
@@ -382,8 +381,11 @@ def eager_run(code: types.CodeType, signature: FrameSignature) -> tuple[Callable
     return namespace["__gl_run"], source
 
 
-def _log_guards(fn: types.FunctionType, compile_id: str, source: str, texts: list[str]) -> None:
+def _log_guards(fn: types.FunctionType, compile_id: str, guards: CompiledGuards) -> None:
     if logs.enabled("guards"):
-        listing = "\n".join(f"  - {text}" for text in texts)
+        listing = "\n".join(f"  - {text}" for text in guards.shown_texts())
+        fast = "" if guards.fast_source is None else (
+            "on a hit it runs as (tensor metadata checked by torch's C++ TensorGuards):\n"
+            f"{guards.fast_source}")
         logs.emit("guards", f"GUARDS {compile_id} {fn.__qualname__}:\n{listing}\n"
-                  f"generated check function:\n{source}")
+                  f"generated check function:\n{guards.source}{fast}")

@@ -386,6 +386,8 @@ def install_shape_guards(output: OutputGraph, guards: GuardBuilder) -> None:
     of dynamic tensors; then the guards the trace recorded, simplified, minus those the ranges
     already imply. A guard over a symbol with no source of ours (a backend's own) is skipped.
     """
+    if not output.has_shape_env:
+        return  # a static trace: nothing was assumed about symbols
     env = output.shape_env
     check_marked_dims(output)
     renderer = _Renderer(guards.expr)

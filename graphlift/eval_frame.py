@@ -48,7 +48,7 @@ from typing import Any
 
 import torch
 
-from graphlift import cache, events, logs, progress, stance, trace_rules
+from graphlift import cache, events, logs, persist, progress, stance, trace_rules
 from graphlift.backends import configure
 from graphlift.cache import CacheEntry, ExtraState
 from graphlift.codegen import FrameWrappers
@@ -584,6 +584,9 @@ def _compile_entry(fn: types.FunctionType, state: ExtraState, options: CompileOp
     state.stats.misses += 1
     if state.run_only:
         return None
+    loaded = _load_saved(fn, state, options, args)
+    if loaded is not None:
+        return loaded
     entries = state.entries
     reasons = _failure_reasons(state, options, args)
     if entries and not (_may_recompile(fn, state, options, reasons, args)
@@ -608,7 +611,22 @@ def _compile_entry(fn: types.FunctionType, state: ExtraState, options: CompileOp
         _report_internal_error(fn, state, entry)
     state.push_front(entry)
     _forget_with_modules(state, entry)
+    persist.save(fn, state, entry)
     return entry
+
+
+def _load_saved(fn: types.FunctionType, state: ExtraState, options: CompileOptions,
+                args: tuple) -> CacheEntry | None:
+    """On the first miss of these options in this process, the entries saved by an earlier one
+    (``config.cache_dir``) join the chain; the first whose guards pass serves this call."""
+    loaded = persist.load(fn, state, options)
+    for entry in reversed(loaded):
+        state.push_front(entry)
+    state.stats.loaded += len(loaded)
+    found = next((entry for entry in loaded if _passes(entry, args)), None)
+    if found is not None:
+        state.move_to_front(found)
+    return found
 
 
 REPORT_HINT = ("This is a bug in graphlift, not in your code: please report it with the "

@@ -21,7 +21,7 @@ import torch
 import torch.fx
 from torch._guards import TracingContext, tracing
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.symbolic_shapes import StatelessSymbolicContext
+from torch.fx.experimental.symbolic_shapes import ShapeEnv, StatelessSymbolicContext
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from graphlift import logs
@@ -64,8 +64,10 @@ class OutputGraph:
 
     def __init__(self, shape_policy: ShapePolicy | None = None) -> None:
         self.graph = torch.fx.Graph()
-        self.shape_env = new_shape_env()
-        self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
+        # No ShapeEnv until a size or int becomes a symbol (``shape_env``): a static compile,
+        # the default first one, never builds one.
+        self._shape_env: ShapeEnv | None = None
+        self.fake_mode = FakeTensorMode()
         self.shape_policy = shape_policy or ShapePolicy()
         self.dynamic_tensors: list[tuple[Source, torch.Tensor]] = []  # (source, fake)
         self.marked_dims: list[tuple[Source, int, Any]] = []  # mark_dynamic: (source, dim, symbol)
@@ -80,6 +82,26 @@ class OutputGraph:
         self.side_effects = SideEffects()
         self._real_contexts: list[Any] = []
 
+    @property
+    def shape_env(self) -> ShapeEnv:
+        """The ShapeEnv of this trace's symbols, made (and given to the fake mode) on first use.
+        Fake tensors made before it stay static, as they were asked to be."""
+        if self._shape_env is None:
+            self._shape_env = new_shape_env()
+            self.fake_mode.shape_env = self._shape_env
+            self.fake_mode.static_shapes = False
+        return self._shape_env
+
+    @property
+    def has_shape_env(self) -> bool:
+        """Whether any size or int was asked to be symbolic (so the ShapeEnv exists)."""
+        return self._shape_env is not None
+
+    def _symbolic_fake_mode(self) -> FakeTensorMode:
+        """The fake mode, with the ShapeEnv attached that its symbolic sizes will belong to."""
+        assert self.shape_env is self.fake_mode.shape_env
+        return self.fake_mode
+
     # -- inputs --------------------------------------------------------------------------------
     def input_for(self, value: torch.Tensor) -> GraphInput | None:
         """The existing input for this very tensor object, if it was already lifted."""
@@ -91,8 +113,8 @@ class OutputGraph:
         if dynamic:
             context = StatelessSymbolicContext(dynamic_sizes=[
                 SIZE_DYNAMIC if dim in dynamic else SIZE_STATIC for dim in range(value.dim())])
-            fake = self.fake_mode.from_tensor(value, source=TorchSource(source),
-                                              symbolic_context=context)
+            fake = self._symbolic_fake_mode().from_tensor(value, source=TorchSource(source),
+                                                          symbolic_context=context)
         else:
             fake = self.fake_mode.from_tensor(value, static_shapes=True)
         # A dimension asked to be dynamic with size 0 or 1 is specialized: still a constant.
@@ -153,7 +175,9 @@ class OutputGraph:
 
     def note_guards(self) -> None:
         """Remember where the trace was when the ShapeEnv recorded its newest guards."""
-        new = len(self.shape_env.guards) - len(self.guard_locations)
+        if self._shape_env is None:
+            return
+        new = len(self._shape_env.guards) - len(self.guard_locations)
         if new > 0:
             tracer = self.tracers[-1] if self.tracers else None
             self.guard_locations.extend([tracing_location(tracer)] * new)
@@ -166,7 +190,7 @@ class OutputGraph:
     @property
     def has_symbols(self) -> bool:
         """Whether any size or int of this trace is symbolic."""
-        return bool(self.shape_env.var_to_sources)
+        return self._shape_env is not None and bool(self._shape_env.var_to_sources)
 
     def mark_mutated(self, fake: torch.Tensor) -> None:
         """The graph writes into this tensor; remember each input whose memory it is (the input

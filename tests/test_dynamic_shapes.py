@@ -55,6 +55,22 @@ def test_sizes_2_to_20_on_one_dimension_give_two_graphs():
     assert "size(0)" in second.code  # the second reads it inside the graph
 
 
+def test_a_static_compile_makes_no_shape_env(monkeypatch):
+    """The ShapeEnv is made when a size or int first becomes a symbol, never for a static trace
+    (making one imports torch.fx.experimental.validator)."""
+    made = []
+    real = graphlift.output_graph.new_shape_env
+    monkeypatch.setattr(graphlift.output_graph, "new_shape_env",
+                        lambda: made.append(1) or real())
+    compiled, counter = compiled_with_counter(double_plus_length)
+    run(compiled, double_plus_length, torch.randn(4, 3))
+    assert made == []
+    run(compiled, double_plus_length, torch.randn(5, 3))  # the size becomes a symbol
+    assert made == [1] and counter.frame_count == 2
+    run(compiled, double_plus_length, torch.randn(6, 3))
+    assert made == [1] and counter.frame_count == 2
+
+
 def test_only_the_dimension_that_changed_becomes_dynamic():
     compiled, counter = compiled_with_counter(double_plus_length)
     for n in (4, 5, 6):

@@ -167,7 +167,7 @@ def test_printed_stats_start_with_calls():
         compiled(torch.ones(2))
     assert str(graphlift.stats(compiled)).startswith(
         "Stats(calls=3, hits=2, misses=1, compiles=1, graphs=1, eager_frames=0, graph_breaks=0, "
-        "recompile_limit_hit=False, internal_errors=0, guard_seconds=")
+        "recompile_limit_hit=False, internal_errors=0, loaded=0, guard_seconds=")
 
 
 def test_stats_for_a_function_never_called_are_zero():

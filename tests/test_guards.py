@@ -11,6 +11,7 @@ import types
 
 import pytest
 import torch
+import torch._dynamo
 from corpus.harness import assert_same
 
 import graphlift
@@ -85,8 +86,10 @@ TENSOR_CHANGES = {
 }
 
 
+@pytest.mark.parametrize("cpp", [True, False], ids=["cpp_tensor_guards", "python_checks"])
 @pytest.mark.parametrize("changed", sorted(TENSOR_CHANGES))
-def test_tensor_property_change_recompiles(changed):
+def test_tensor_property_change_recompiles(changed, cpp):
+    graphlift.config.cpp_tensor_guards = cpp
     counter = CompileCounter()
     compiled = graphlift.compile(double, backend=counter, dynamic=False)
     check_same(compiled, double, BASE)
@@ -291,6 +294,60 @@ def test_mutated_input_is_guarded_against_aliasing():
     assert_same(add_in_place(eager_x, eager_x), compiled(compiled_x, compiled_x))
     assert_same(eager_x, compiled_x)
     assert graphlift.stats(compiled).compiles == 2
+
+
+# -- tensor checks in C++ on a hit ------------------------------------------------------------
+def add3(x, y, z):
+    return x + y * z
+
+
+def test_tensor_checks_run_in_cpp_on_a_hit_and_python_stays_readable():
+    compiled = graphlift.compile(add3)
+    args = (torch.randn(3), torch.randn(2, 3), torch.randn(1, 3).t().contiguous().t())
+    check_same(compiled, add3, *args)
+    check_same(compiled, add3, *(a.clone() for a in args))
+    (entry,) = graphlift.cache_entries(compiled)
+    guards = entry.compiled_guards
+    assert "__gl_tensors(x, y, z)" in guards.fast_source
+    assert "x.dtype is" not in guards.fast_source and "type(x) is" in guards.fast_source
+    assert "x.dtype is" in entry.guard_source and "__gl_tensors" not in entry.guard_source
+    assert graphlift.stats(compiled).hits == 1
+    with graphlift.config.patch(cpp_tensor_guards=False):
+        graphlift.reset()
+        check_same(compiled, add3, *args)
+        assert graphlift.cache_entries(compiled)[0].compiled_guards.fast_source is None
+
+
+def test_cpp_checks_keep_dynamic_sizes_free():
+    compiled = graphlift.compile(add3)
+    for n in (3, 4, 5, 6):
+        check_same(compiled, add3, torch.randn(n), torch.randn(n), torch.randn(n))
+    stats = graphlift.stats(compiled)
+    assert (stats.compiles, stats.hits) == (2, 2)
+    assert "__gl_tensors" in graphlift.cache_entries(compiled)[0].compiled_guards.fast_source
+    check_same(compiled, add3, torch.randn(7, 2), torch.randn(7, 2), torch.randn(7, 2))
+    assert graphlift.stats(compiled).compiles == 3  # a new rank misses
+
+
+def test_conjugate_view_recompiles_like_torch_compile():
+    """TensorGuards compares dispatch keys: a lazily conjugated view gets an entry of its own,
+    as under torch.compile, and the miss is explained."""
+    x = torch.randn(4, dtype=torch.complex64)
+    counter = CompileCounter()
+    compiled = graphlift.compile(double, backend=counter)
+    check_same(compiled, double, x)
+    with graphlift.config.patch(error_on_recompile=True):
+        with pytest.raises(graphlift.RecompileError) as info:
+            compiled(x.conj())
+    assert "dispatch keys differ" in str(info.value)
+    check_same(compiled, double, x.conj())
+    torch._dynamo.reset()
+    theirs = CompileCounter()
+    tc = torch.compile(double, backend=theirs)
+    tc(x)
+    tc(x.conj())
+    torch._dynamo.reset()
+    assert counter.frame_count == theirs.frame_count == 2
 
 
 # -- what a miss reports -----------------------------------------------------------------------

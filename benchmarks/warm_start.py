@@ -1,0 +1,112 @@
+"""Warm start: the first call in a second process, graphlift (entries loaded from
+``GRAPHLIFT_CACHE_DIR``) vs graphlift's own cold first call vs torch.compile's second process.
+
+Each sample is a new process, as in ``benchmarks/cold_start.py`` (whose child scripts this reuses).
+Before timing, one graphlift process fills a cache directory and one torch.compile process fills
+its own caches (``TORCHINDUCTOR_CACHE_DIR``: inductor's FX graph and AOTAutograd caches; with
+backend "eager" Dynamo itself keeps nothing between processes). Then, interleaved per round:
+graphlift cold (no cache directory), graphlift warm (the filled one), torch.compile's second
+process. Backend "eager" for all; medians, and ratios as medians of per-round ratios.
+
+The workload is a 12-block decoder written as a function of its weights (:func:`decoder`):
+graphlift saves entries of functions, not yet of pinned ``nn.Module`` instances (see
+``graphlift/persist.py``), so the zoo's GPT module is measured by ``cold_start.py`` only.
+
+    .venv/bin/python benchmarks/warm_start.py
+    .venv/bin/python benchmarks/warm_start.py --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+HEADS = 4
+
+
+def block(x: torch.Tensor, p: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """One pre-norm transformer block: causal attention and a GELU MLP, weights in ``p``."""
+    batch, seq, dim = x.shape
+    h = F.layer_norm(x, (dim,), p[0], p[1])
+    q, k, v = F.linear(h, p[2], p[3]).split(dim, dim=-1)
+    q, k, v = (t.view(batch, seq, HEADS, dim // HEADS).transpose(1, 2) for t in (q, k, v))
+    a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    x = x + F.linear(a.transpose(1, 2).reshape(batch, seq, dim), p[4], p[5])
+    h = F.layer_norm(x, (dim,), p[6], p[7])
+    return x + F.linear(F.gelu(F.linear(h, p[8], p[9])), p[10], p[11])
+
+
+def decoder(x: torch.Tensor, params: list[tuple[torch.Tensor, ...]]) -> torch.Tensor:
+    for p in params:
+        x = block(x, p)
+    return x
+
+
+def decoder_params(blocks: int, dim: int) -> list[tuple[torch.Tensor, ...]]:
+    def weights() -> tuple[torch.Tensor, ...]:
+        return (torch.ones(dim), torch.zeros(dim), torch.randn(3 * dim, dim) * 0.05,
+                torch.zeros(3 * dim), torch.randn(dim, dim) * 0.05, torch.zeros(dim),
+                torch.ones(dim), torch.zeros(dim), torch.randn(4 * dim, dim) * 0.05,
+                torch.zeros(4 * dim), torch.randn(dim, 4 * dim) * 0.05, torch.zeros(dim))
+    return [weights() for _ in range(blocks)]
+
+
+WARM_WORKLOADS = ("functional decoder, 12 blocks", "x + 1 (8 floats)")
+
+CHECK_LOADED = """
+stats = graphlift.stats(target)
+assert stats.compiles == 0 and stats.loaded >= 1, f"not a warm start: {stats}"
+"""
+
+
+def measure(workload: str, samples: int, root: Path) -> dict:
+    from cold_start import child_source, run_child
+
+    gl_dir, tc_dir = root / "graphlift", root / "inductor"
+    gl_env = {"GRAPHLIFT_CACHE_DIR": str(gl_dir)}
+    tc_env = {"TORCHINDUCTOR_CACHE_DIR": str(tc_dir)}
+    gl, tc = child_source("graphlift", workload), child_source("torch.compile", workload)
+    run_child(gl, env_vars=gl_env)  # fill the caches
+    run_child(tc, env_vars=tc_env)
+    warm = gl.replace("\nimport json, sys\n", CHECK_LOADED + "\nimport json, sys\n", 1)
+    rounds = []
+    for _ in range(samples):
+        rounds.append({
+            "cold": json.loads(run_child(gl).stdout)["first_s"],
+            "warm": json.loads(run_child(warm, env_vars=gl_env).stdout)["first_s"],
+            "tc": json.loads(run_child(tc, env_vars=tc_env).stdout)["first_s"],
+        })
+    return {
+        "workload": workload,
+        **{f"{k}_ms": statistics.median(r[k] for r in rounds) * 1e3
+           for k in ("cold", "warm", "tc")},
+        "warm_over_cold": statistics.median(r["warm"] / r["cold"] for r in rounds),
+        "warm_over_tc": statistics.median(r["warm"] / r["tc"] for r in rounds),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=3)
+    parser.add_argument("--json")
+    opts = parser.parse_args()
+    with tempfile.TemporaryDirectory() as root:
+        results = [measure(w, opts.samples, Path(root) / str(i))
+                   for i, w in enumerate(WARM_WORKLOADS)]
+    print(f"{'workload':<32}{'gl cold ms':>11}{'gl warm ms':>11}{'tc 2nd ms':>11}"
+          f"{'warm/cold':>11}{'warm/tc':>9}")
+    for r in results:
+        print(f"{r['workload']:<32}{r['cold_ms']:>11.0f}{r['warm_ms']:>11.0f}{r['tc_ms']:>11.0f}"
+              f"{r['warm_over_cold']:>11.2f}{r['warm_over_tc']:>9.2f}")
+    if opts.json:
+        Path(opts.json).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

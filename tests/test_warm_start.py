@@ -1,0 +1,258 @@
+"""Warm start: entries saved to ``config.cache_dir`` serve a later process without tracing.
+
+One test runs two real processes; the others stand in for "a new process" with
+``graphlift.reset()``, which drops every entry and makes the next miss read the directory again.
+Every loaded entry must give what eager gives; anything that does not match is traced as usual,
+and a file the cache did not write is never run.
+"""
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from corpus.harness import assert_same
+
+import graphlift
+from graphlift import persist
+from graphlift.convert_frame import compile_options
+
+ROOT = Path(__file__).resolve().parent.parent
+SCALE = 3
+
+
+def scaled(x, y, n):
+    return torch.sin(x) * n + y * SCALE
+
+
+@pytest.fixture
+def cache(tmp_path):
+    directory = tmp_path / "cache"
+    graphlift.config.cache_dir = str(directory)
+    return directory
+
+
+@pytest.fixture
+def warnings(caplog):
+    caplog.set_level(logging.WARNING, logger="graphlift")
+    return lambda: [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def call(compiled, fn, *args):
+    expected = fn(*args)
+    got = compiled(*args)
+    assert_same(expected, got)
+    return got
+
+
+def counts(fn):
+    stats = graphlift.stats(fn)
+    return stats.compiles, stats.loaded, stats.hits
+
+
+ARGS = (torch.randn(3), torch.randn(3), 2)
+
+
+# -- two processes -----------------------------------------------------------------------------
+CHILD = """
+import json, sys
+import torch
+import graphlift
+torch.manual_seed(0)
+def f(x, w):
+    return torch.relu(x @ w).sum(dim=-1) + x.shape[0]
+x, w = torch.randn(4, 5), torch.randn(5, 3)
+out = graphlift.compile(f)(x, w)
+assert torch.equal(out, f(x, w))
+stats = graphlift.stats(f)
+print(json.dumps({"compiles": stats.compiles, "loaded": stats.loaded,
+                  "dynamo": "torch._dynamo" in sys.modules}))
+"""
+
+
+def run_child(cache_dir: Path) -> dict:
+    env = dict(os.environ, GRAPHLIFT_CACHE_DIR=str(cache_dir), OMP_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-c", CHILD], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300, check=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_a_second_process_runs_the_saved_entry_without_tracing(tmp_path):
+    first = run_child(tmp_path)
+    assert (first["compiles"], first["loaded"]) == (1, 0)
+    second = run_child(tmp_path)
+    assert (second["compiles"], second["loaded"]) == (0, 1)
+    assert not second["dynamo"]  # no trace: no fake tensors, so torch._dynamo is never imported
+
+
+# -- what matches and what does not ------------------------------------------------------------
+def test_a_reloaded_entry_hits_and_gives_eager_results(cache):
+    compiled = graphlift.compile(scaled)
+    call(compiled, scaled, *ARGS)
+    assert counts(scaled) == (1, 0, 0)
+    graphlift.reset()
+    call(compiled, scaled, *ARGS)
+    call(compiled, scaled, torch.randn(3), torch.randn(3), 2)
+    assert counts(scaled) == (0, 1, 1)
+    entry = graphlift.cache_entries(scaled)[0]
+    assert "L['n'] == 2" in entry.guards
+    assert "__gl_tensors(x, y)" in entry.compiled_guards.fast_source
+
+
+def test_a_changed_global_fails_the_loaded_guard_and_traces(cache, monkeypatch):
+    compiled = graphlift.compile(scaled)
+    call(compiled, scaled, *ARGS)
+    graphlift.reset()
+    monkeypatch.setitem(scaled.__globals__, "SCALE", 4)
+    call(compiled, scaled, *ARGS)
+    assert counts(scaled) == (1, 1, 0)
+    graphlift.reset()
+    call(compiled, scaled, *ARGS)  # now both entries are saved: the second one serves
+    assert counts(scaled) == (0, 2, 0)
+
+
+def test_a_different_tensor_misses_the_loaded_entry(cache):
+    compiled = graphlift.compile(scaled, dynamic=False)
+    call(compiled, scaled, *ARGS)
+    graphlift.reset()
+    call(compiled, scaled, torch.randn(3, dtype=torch.float64), torch.randn(3), 2)
+    assert counts(scaled) == (1, 1, 0)
+
+
+def test_dynamic_entries_are_saved_and_serve_new_sizes(cache):
+    compiled = graphlift.compile(scaled)
+    for n in (3, 4):
+        call(compiled, scaled, torch.randn(n), torch.randn(n), 2)
+    graphlift.reset()
+    call(compiled, scaled, torch.randn(7), torch.randn(7), 2)
+    assert counts(scaled) == (0, 2, 0)
+
+
+def test_other_options_use_another_file(cache):
+    call(graphlift.compile(scaled), scaled, *ARGS)
+    graphlift.reset()
+    call(graphlift.compile(scaled, fullgraph=True), scaled, *ARGS)
+    assert counts(scaled) == (1, 0, 0)
+
+
+def helper(x):
+    return x * 2
+
+
+def uses_helper(x):
+    return helper(x) + 1
+
+
+def test_an_edited_helper_is_traced_again(cache, monkeypatch):
+    """The guard on a global function compares its code object: the loader rebinds the saved one
+    to the function's code now, and refuses it when its contents differ."""
+    compiled = graphlift.compile(uses_helper)
+    call(compiled, uses_helper, torch.randn(3))
+    graphlift.reset()
+    call(compiled, uses_helper, torch.randn(3))
+    assert counts(uses_helper)[:2] == (0, 1)
+    graphlift.reset()
+    monkeypatch.setattr(helper, "__code__", (lambda x: x * 3).__code__)
+    call(compiled, uses_helper, torch.randn(3))
+    assert counts(uses_helper)[:2] == (1, 0)
+
+
+# -- what is not saved -------------------------------------------------------------------------
+def test_an_entry_pinning_a_module_is_not_saved(cache):
+    model = torch.nn.Linear(3, 2)
+    compiled = graphlift.compile(model)
+    x = torch.randn(4, 3)
+    assert_same(model(x), compiled(x))
+    graphlift.reset()
+    assert_same(model(x), compiled(x))
+    assert counts(type(model).forward) == (1, 0, 0)
+
+
+def test_a_function_made_at_run_time_is_not_saved(cache):
+    def make():
+        def local(x):
+            return x + 1
+        return local
+
+    def outer(x):
+        return helper(x) * 2
+
+    helper = make()
+    compiled = graphlift.compile(outer)
+    call(compiled, outer, torch.randn(2))
+    graphlift.reset()
+    call(compiled, outer, torch.randn(2))
+    assert counts(outer)[:2] == (1, 0)
+    assert not list(cache.glob("*.json"))
+
+
+# -- files the cache did not write -------------------------------------------------------------
+def saved_file(cache: Path) -> Path:
+    (path,) = cache.glob("*.json")
+    return path
+
+
+def test_a_tampered_file_is_ignored_with_a_warning_and_never_run(cache, warnings):
+    compiled = graphlift.compile(scaled)
+    call(compiled, scaled, *ARGS)
+    path = saved_file(cache)
+    header, payload = path.read_bytes().split(b"\n", 1)
+    # Code that would run if the file were trusted: it sets a global.
+    planted = payload.replace(b"def __gl_run(", b"PLANTED = 1\\ndef __gl_run(", 1)
+    assert planted != payload
+    path.write_bytes(header + b"\n" + planted)
+    graphlift.reset()
+    call(compiled, scaled, *ARGS)
+    assert counts(scaled) == (1, 0, 0)
+    assert "PLANTED" not in scaled.__globals__
+    assert any("ignores the cache file" in w and "never run" in w for w in warnings())
+
+
+def test_a_truncated_file_is_ignored_with_a_warning(cache, warnings):
+    compiled = graphlift.compile(scaled)
+    call(compiled, scaled, *ARGS)
+    path = saved_file(cache)
+    path.write_bytes(path.read_bytes()[:50])
+    graphlift.reset()
+    call(compiled, scaled, *ARGS)
+    assert counts(scaled) == (1, 0, 0)
+    assert any("ignores the cache file" in w for w in warnings())
+
+
+def test_a_file_of_another_function_is_ignored(cache, warnings):
+    compiled = graphlift.compile(scaled)
+    call(compiled, scaled, *ARGS)
+    path = saved_file(cache)
+    persist.write_entries(cache, "0" * 64, persist.read_entries(cache, path.stem))
+    (cache / ("0" * 64 + ".json")).replace(path)  # signed, but saved for another key
+    graphlift.reset()
+    call(compiled, scaled, *ARGS)
+    assert counts(scaled) == (1, 0, 0)
+    assert any("written for another code object" in w for w in warnings())
+
+
+def test_a_directory_others_may_write_is_not_used(tmp_path, warnings):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    graphlift.config.cache_dir = str(shared)
+    compiled = graphlift.compile(scaled)
+    call(compiled, scaled, *ARGS)
+    assert not list(shared.iterdir())
+    assert any("may be changed by other users" in w for w in warnings())
+
+
+def test_the_key_follows_the_code_and_the_options():
+    def twin(x, y, n):
+        return torch.sin(x) * n + y * SCALE
+
+    eager = compile_options("eager", False, None)
+    key = persist.entry_key(scaled.__code__, eager)
+    assert key == persist.entry_key(scaled.__code__, compile_options("eager", False, None))
+    assert key != persist.entry_key(twin.__code__, eager)  # another line, another name
+    assert key != persist.entry_key(scaled.__code__, compile_options("eager", True, None))
+    assert key != persist.entry_key(scaled.__code__, compile_options("eager", False, False))
