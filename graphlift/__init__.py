@@ -70,7 +70,7 @@ from graphlift.config import config  # noqa: E402
 from graphlift.decorators import allow_in_graph, disable, substitute_in_graph  # noqa: E402
 from graphlift.dropin import configure_from_env as install_from_env  # noqa: E402
 from graphlift.dropin import install, uninstall  # noqa: E402
-from graphlift.dynamic_shapes import mark_dynamic, mark_static  # noqa: E402
+from graphlift.dynamic_shapes import mark_dynamic, mark_static, mark_unbacked  # noqa: E402
 from graphlift.eval_frame import cache_entries, compile, reset, stats  # noqa: E402
 from graphlift.exc import (  # noqa: E402
     BackendCompilerFailed,
@@ -116,6 +116,7 @@ __all__ = [
     "list_backends",
     "mark_dynamic",
     "mark_static",
+    "mark_unbacked",
     "register_backend",
     "reset",
     "set_logs",

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
 
 DYNAMIC_ATTR = "_graphlift_dynamic_dims"  # on a tensor: the dims mark_dynamic asked for
 STATIC_ATTR = "_graphlift_static_dims"  # on a tensor: the dims mark_static asked for
+UNBACKED_ATTR = "_graphlift_unbacked_dims"  # on a tensor: the dims mark_unbacked asked for
 
 
 # -- the user's markers ------------------------------------------------------------------------
@@ -73,6 +74,14 @@ def mark_dynamic(t: torch.Tensor, dim: int | Iterable[int]) -> None:
     and 1 are static even when marked.
     """
     _mark(t, dim, DYNAMIC_ATTR, STATIC_ATTR)
+
+
+def mark_unbacked(t: torch.Tensor, dim: int | Iterable[int]) -> None:
+    """Compile dimension ``dim`` of ``t`` as an *unbacked* symbol: the trace never learns its
+    value, so it is not specialized on 0 and 1 and no guard is made on it (one entry serves every
+    size); what the code assumes about it becomes an assert inside the graph, and Python that
+    needs its value (``if x.shape[0] > 4``) is a graph break (GL0012)."""
+    _mark(t, dim, UNBACKED_ATTR, STATIC_ATTR)
 
 
 def mark_static(t: torch.Tensor, dim: int | Iterable[int]) -> None:
@@ -213,6 +222,12 @@ class ShapePolicy:
         marked, maybe, static = marked_dims(value)
         return (wanted | marked | maybe) - static, marked - static
 
+    def unbacked_dims(self, source: Source, value: torch.Tensor) -> set[int]:
+        """The dimensions ``mark_unbacked`` asked for (never on a module's own tensors)."""
+        if is_pinned(source) or self.dynamic is False:
+            return set()
+        return set(_marked(value, UNBACKED_ATTR) - _marked(value, STATIC_ATTR))
+
     def scalar_is_dynamic(self, source: Source, value: int | float) -> bool:
         """Whether an int or float input becomes a symbol (a graph input of its own)."""
         if type(value) is float and not (self.dynamic_floats and math.isfinite(value)):
@@ -259,14 +274,18 @@ def render_source(source: Any, ours: Callable[[Source], str] | None = None) -> s
     return source._name_template.format(render_source(base, ours))
 
 
-def new_shape_env() -> ShapeEnv:
-    """A ShapeEnv that refuses data-dependent sizes: ``nonzero()`` and ``item()`` stay graph
-    breaks, as they are without dynamic shapes."""
-    return ShapeEnv(allow_scalar_outputs=False, allow_dynamic_output_shape_ops=False)
+def new_shape_env(capture_scalars: bool = False, capture_dynamic_shapes: bool = False) -> ShapeEnv:
+    """A ShapeEnv for one trace. By default it refuses data-dependent values: ``item()`` and
+    ``nonzero()`` stay graph breaks. ``capture_scalars`` lets ``item()`` return an *unbacked*
+    symbol (one with no value while tracing, ``u0``); ``capture_dynamic_shapes`` lets ``nonzero``,
+    ``x[mask]`` and ``unique`` return tensors whose sizes are unbacked symbols."""
+    return ShapeEnv(allow_scalar_outputs=capture_scalars,
+                    allow_dynamic_output_shape_ops=capture_dynamic_shapes)
 
 
 SIZE_DYNAMIC = DimDynamic.DYNAMIC  # a fresh symbol per dimension (no "duck" sharing by value)
 SIZE_STATIC = DimDynamic.STATIC
+SIZE_UNBACKED = DimDynamic.UNBACKED  # mark_unbacked: no value while tracing, no guard
 
 
 # -- where a guard came from -------------------------------------------------------------------

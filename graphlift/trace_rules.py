@@ -255,6 +255,12 @@ IO_BUILTINS = frozenset({
     help,  # interactive help (site.py)
 })
 
+# torch Python functions behind a wrapper from another module (typing_extensions.deprecated),
+# which the module rows would take for user code: run whole on fake tensors, as the rest of torch.
+TORCH_WRAPPED_PYTHON = frozenset({
+    torch._check_is_size,  # records that an unbacked symbol is a size (>= 0)
+})
+
 # Modules whose globals inlined code reads without guards (see is_trusted_globals).
 TRUSTED_MODULES = ("graphlift.polyfills", "torch")
 
@@ -453,6 +459,8 @@ def _by_object(fn: Any) -> Decision | None:
         return Decision(Kind.GRAPH, TENSOR_METHOD)
     if isinstance(fn, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)):
         return Decision(Kind.GRAPH, TORCH_OP)
+    if _hashable(fn) and fn in TORCH_WRAPPED_PYTHON:
+        return Decision(Kind.GRAPH, TORCH_PYTHON)
     return None
 
 
