@@ -1,4 +1,4 @@
-"""Data-dependent values: ``.item()``, ``.tolist()``, ``nonzero``, masks and ``unique`` in the graph.
+"""Data-dependent values: ``.item()``, ``.tolist()``, ``nonzero``, masks, ``unique`` in the graph.
 
 With ``config.capture_scalar_outputs`` / ``config.capture_dynamic_output_shape_ops`` (or
 ``fullgraph=True``, which turns both on as torch.compile 2.13 does) these stay in the graph as
