@@ -68,12 +68,20 @@ def torch_compile_counts(fn: Callable, calls: list[tuple], fullgraph: bool = Fal
 
 def graphlift_counts(fn: Callable, calls: list[tuple], fullgraph: bool = False,
                      **settings) -> tuple[int, int, list]:
-    """(graphs, breaks, results) of graphlift with the same settings."""
+    """(graphs, breaks, results) of graphlift with the same settings; breaks of resume functions
+    included."""
     counter = CompileCounter()
-    with graphlift.config.patch(**settings):
-        compiled = graphlift.compile(fn, backend=counter, fullgraph=fullgraph)
-        results = [outcome(compiled, args) for args in calls]
-    return counter.frame_count, graphlift.stats(compiled).graph_breaks, results
+    seen: list = []  # every break record, resume functions' included
+    break_listeners.append(seen.append)
+    try:
+        with graphlift.config.patch(**settings):
+            compiled = graphlift.compile(fn, backend=counter, fullgraph=fullgraph)
+            results = [outcome(compiled, args) for args in calls]
+    finally:
+        break_listeners.remove(seen.append)
+    # torch.compile logs a break once per place in the user's code (a recompiled resume function
+    # that breaks at the same print is not logged again): count places.
+    return counter.frame_count, len({record.user_stack for record in seen}), results
 
 
 def check(fn: Callable, calls: list[tuple], fullgraph: bool = False, **settings) -> tuple:
@@ -326,3 +334,33 @@ def test_mark_unbacked_checks_its_arguments():
         graphlift.mark_unbacked(torch.ones(2), 1)
     with pytest.raises(TypeError):
         graphlift.mark_unbacked([1, 2], 0)
+
+
+# -- floats carried into resume functions stay inputs ------------------------------------------
+def float_across_item_break(x):
+    s = x.sum().item()  # capture off: a break; the resume function receives s as a float
+    return x * s + 1.0
+
+
+def float_computed_then_print(x):
+    s = x.sum().item()
+    t = s * 2.0
+    print("mid")  # a second break: the resume function receives t
+    return x * t
+
+
+@pytest.mark.parametrize("fn, graphs", [
+    (float_across_item_break, 3),  # the frame; its resume function static, then dynamic
+    (float_computed_then_print, 4),  # each of the two resume functions static, then dynamic
+])
+def test_a_float_read_by_a_resume_function_becomes_an_input_not_a_guard(fn, graphs, capsys):
+    calls = [(torch.ones(3) * i,) for i in range(1, 9)]  # eight different floats
+    assert check(fn, calls)[0] == graphs
+    counter = CompileCounter()
+    compiled = graphlift.compile(fn, backend=counter)
+    for args in calls:
+        compiled(*args)
+    resumed = [g for g in counter.graphs if any(n.op == "placeholder" and "float" in n.name
+                                                 or n.target == "item" for n in g.graph.nodes)]
+    assert resumed, "the changing float reaches a graph as an input"
+    capsys.readouterr()
