@@ -37,7 +37,7 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
     translation: translator  -- the symbolic interpreter: one method per opcode
     variables:   variables.base, variables.constant, variables.containers, variables.exceptions,
                  variables.iterators, variables.context, variables.symbolic, variables.tensor,
-                 variables.functions, variables.objects, variables.builtins,
+                 variables.numpy, variables.functions, variables.objects, variables.builtins,
                  variables.collections, variables.callables, variables.nn_module,
                  variables.builder, variables  -- VariableTrackers, one kind per module; the
                  builder wraps input values with their guards and knows every kind

@@ -88,6 +88,9 @@ def stateful_reason(fn: Any) -> str | None:
 # the rules and tell them what they model.
 MODELLED_BUILTINS: set[Any] = set()
 MODELLED_CLASSES: set[type] = set()
+# NumPy callables traced through torch._numpy (variables/numpy.py fills it): id -> (the callable,
+# its torch._numpy function, or None for one folded on constants such as np.float32, np.iinfo).
+NUMPY_FUNCTIONS: dict[int, tuple[Any, Any]] = {}
 
 
 class Kind(enum.Enum):
@@ -213,6 +216,10 @@ TORCH_DISTRIBUTED = Rule("torch_distributed", Kind.SKIP,
                          "torch.distributed talks to other processes and writes into its "
                          "tensors (all_reduce fills its argument): it runs eagerly",
                          "accept the graph break, or call it outside the compiled function")
+NUMPY_FUNCTION = Rule("numpy", Kind.GRAPH,
+                      "a NumPy function with a torch._numpy counterpart, traced as torch "
+                      "operations (config.trace_numpy)", "set config.trace_numpy = False to run "
+                      "NumPy eagerly")
 TORCH_PYTHON = Rule("torch_python", Kind.GRAPH,
                     "a torch function written in Python, kept whole as one node")
 STDLIB = Rule("stdlib", Kind.SKIP, "the standard library runs eagerly", _INLINE_MODULES_HINT)
@@ -229,7 +236,7 @@ RULES = (DISABLED, TORCH_DISABLED, TORCH_DISALLOWED, ALLOW_IN_GRAPH, COMPILED_FU
          MODELLED_CLASS, IO_BUILTIN, PYTHON_BUILTIN, UNHANDLED_BUILTIN, CONSTANT_CLASS_METHOD,
          PURE_C_FUNCTION, TORCH_GLOBAL_STATE, TENSOR_METHOD, TORCH_OP, C_METHOD, CONFIG_SKIP,
          CONFIG_INLINE, GRAPHLIFT_POLYFILLS, GRAPHLIFT, TORCH_INLINE, TORCH_CLASS,
-         TORCH_BOUND_METHOD, TORCH_DISTRIBUTED, TORCH_PYTHON,
+         TORCH_BOUND_METHOD, TORCH_DISTRIBUTED, NUMPY_FUNCTION, TORCH_PYTHON,
          STDLIB, THIRD_PARTY, C_FUNCTION, USER_CODE)
 
 # Parts of torch traced like user code, by module name (a prefix matches its submodules).
@@ -427,6 +434,9 @@ def _by_object(fn: Any) -> Decision | None:
     marker = _torch_marker(fn)
     if marker is not None:
         return marker
+    numpy_entry = NUMPY_FUNCTIONS.get(id(fn)) if config.trace_numpy else None
+    if numpy_entry is not None and numpy_entry[0] is fn:  # before the third-party row
+        return Decision(Kind.GRAPH, NUMPY_FUNCTION, target=numpy_entry[1])
     polyfill = (polyfill_for(fn) or torch_substitute(fn)) if config.use_polyfills else None
     if _hashable(fn) and fn in IO_BUILTINS:
         return Decision(Kind.SKIP, IO_BUILTIN)

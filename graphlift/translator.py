@@ -59,6 +59,7 @@ from graphlift.variables.functions import (
 )
 from graphlift.variables.iterators import GeneratorVariable, iterator_of
 from graphlift.variables.nn_module import NNModuleVariable
+from graphlift.variables.numpy import has_array, numpy_operator
 from graphlift.variables.objects import ClassVariable, UserObjectVariable, bind_class_attr
 from graphlift.variables.symbolic import (
     SliceVariable,
@@ -594,6 +595,8 @@ class InstructionTranslator:
             VariableTracker:
         if op in OUT_OF_PLACE and isinstance(left, (ConstantVariable, SymNodeVariable)):
             op = OUT_OF_PLACE[op]
+        if has_array(left, right):  # NumPy semantics, through torch._numpy
+            return numpy_operator(self, op, [left, right])
         if isinstance(left, TensorVariable) or isinstance(right, TensorVariable):
             return call_torch(self, "call_function", op, [left, right], {})
         if isinstance(left, BaseListVariable):
@@ -664,7 +667,9 @@ class InstructionTranslator:
 
     def unary(self, op: Any) -> None:
         value = self.pop()
-        if isinstance(value, (TensorVariable, SymNodeVariable)):
+        if has_array(value):
+            self.push(numpy_operator(self, op, [value]))
+        elif isinstance(value, (TensorVariable, SymNodeVariable)):
             self.push(call_torch(self, "call_function", op, [value], {}))
         else:
             self.push(fold_operator(op, value.as_constant()))
@@ -685,7 +690,9 @@ class InstructionTranslator:
         right = self.pop()
         left = self.pop()
         op = COMPARE_OPS[inst.argval]
-        if isinstance(left, TensorVariable) or isinstance(right, TensorVariable) or \
+        if has_array(left, right):
+            self.push(numpy_operator(self, op, [left, right]))
+        elif isinstance(left, TensorVariable) or isinstance(right, TensorVariable) or \
                 symbolic_operands(left, right):
             self.push(call_torch(self, "call_function", op, [left, right], {}))
         elif left.is_constant() and right.is_constant():
@@ -730,7 +737,9 @@ class InstructionTranslator:
     def BINARY_SUBSCR(self, inst: Instruction) -> None:
         index = self.pop()
         obj = self.pop()
-        if isinstance(obj, TensorVariable):
+        if has_array(obj, index):
+            self.push(numpy_operator(self, operator.getitem, [obj, index]))
+        elif isinstance(obj, TensorVariable):
             self.push(call_torch(self, "call_function", operator.getitem, [obj, index], {}))
         elif isinstance(obj, (BaseListVariable, DictVariable, NNModuleVariable)):
             self.push(obj.getitem(self, index))
@@ -743,7 +752,9 @@ class InstructionTranslator:
         index = self.pop()
         obj = self.pop()
         value = self.pop()
-        if isinstance(obj, TensorVariable):
+        if has_array(obj):
+            numpy_operator(self, operator.setitem, [obj, index, value])  # refused: aliasing
+        elif isinstance(obj, TensorVariable):
             call_torch(self, "call_function", operator.setitem, [obj, index, value], {})
         elif isinstance(obj, ListVariable):
             obj.check_mutable(self)

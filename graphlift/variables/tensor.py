@@ -25,6 +25,7 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from graphlift import trace_rules
+from graphlift.config import config
 from graphlift.exc import Unsupported
 from graphlift.output_graph import storage_ref
 from graphlift.variables.base import VariableTracker, raise_real
@@ -153,6 +154,9 @@ class TensorMethodVariable(VariableTracker):
         captured = CAPTURED_SCALAR_METHODS.get(self.name)
         if captured is not None and tx.output.captures_scalars:
             return captured(tx, self.tensor, args, kwargs)
+        to_array = ARRAY_METHODS.get(self.name) if config.trace_numpy else None
+        if to_array is not None:
+            return to_array(tx, self.tensor, args, kwargs)
         # Refused at the call, not the attribute load, so the frame can split at the call.
         if self.name in DATA_DEPENDENT_METHODS:
             raise Unsupported(f"Tensor.{self.name}() {DATA_DEPENDENT_METHODS[self.name]}",
@@ -184,6 +188,18 @@ def _tolist(tx: InstructionTranslator, tensor: TensorVariable, args: list[Variab
     return items(tensor)
 
 
+# Filled by variables/numpy.py (above this module): ``t.numpy()``, and the torch functions that
+# take an ndarray (``torch.from_numpy(a)``); a handler returns None to decline.
+ARRAY_METHODS: dict[str, Callable] = {}
+ARRAY_TORCH_FUNCTIONS: dict[Any, Callable] = {}
+
+def _array_handler(fn: Any) -> Callable | None:
+    try:
+        return ARRAY_TORCH_FUNCTIONS.get(fn)
+    except TypeError:  # an unhashable callable
+        return None
+
+
 INTEGER_DTYPES = frozenset({torch.int8, torch.int16, torch.int32, torch.int64})
 
 # Methods that read tensor data into Python, kept in the graph as unbacked symbols when
@@ -210,6 +226,10 @@ class TorchCallableVariable(VariableTracker):
         return type(self.fn)
 
     def call(self, tx, args, kwargs):
+        from_array = _array_handler(self.fn)
+        result = from_array(tx, args, kwargs) if from_array is not None else None
+        if result is not None:
+            return result
         switch = STATE_SWITCHES.get(self.fn)
         if switch is not None:
             return switch(tx, args, kwargs)
