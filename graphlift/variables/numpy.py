@@ -2,7 +2,7 @@
 
 An ``ndarray`` made from a tensor (``t.numpy()``, ``np.asarray(t)``) is a
 :class:`NumpyArrayVariable`: the tensor holding its data, in the graph. NumPy functions
-(``np.sin``, ``np.linalg.norm``, ``np.fft.fft``), ndarray methods and attributes, and Python
+(``np.sin``, ``np.where``, ``np.linalg.norm``), ndarray methods and attributes, and Python
 operators on arrays run through their ``torch._numpy`` counterparts, which implement NumPy's
 semantics (dtypes, promotion, broadcasting) with torch operations: each call is one graph node
 whose target is a :class:`NumpyCall` (the ``torch._numpy`` function between tensors). An array
@@ -13,9 +13,10 @@ real NumPy objects.
 
 ``config.trace_numpy`` (on by default) switches this off: NumPy calls are then graph breaks.
 Not traced (graph breaks): ``np.random`` (NumPy's own random stream, which a graph cannot
-advance), NumPy functions that ``torch._numpy`` lacks, in-place operators and item assignment on
-arrays (an array made with ``t.numpy()`` shares the tensor's memory), an array and a tensor mixed
-in one operator, and ndarrays passed into the frame as arguments.
+advance), ``np.fft`` (NumPy's dtypes differ from torch._numpy's there), NumPy functions that
+``torch._numpy`` lacks, in-place operators and item assignment on arrays (an array made with
+``t.numpy()`` shares the tensor's memory), an array and a tensor mixed in one operator, and
+ndarrays passed into the frame as arguments (so also arrays alive at a graph break).
 """
 
 from __future__ import annotations
@@ -100,9 +101,11 @@ def numpy_call(fn: Any, name: str) -> NumpyCall:
 
 # -- which NumPy callables are traced ----------------------------------------------------------
 # (NumPy module, its torch._numpy counterpart): functions of the same name are traced through it.
-# np.random is left out on purpose: NumPy's random stream is its own, and a graph would draw from
-# torch's (torch.compile traces it that way; graphlift keeps eager's numbers).
-TRACED_MODULES = ((np, tnp), (np.linalg, tnp.linalg), (np.fft, tnp.fft))
+# Left out on purpose, so they run eagerly: np.random (NumPy's random stream is its own, and a
+# graph would draw from torch's; torch.compile traces it that way, graphlift keeps eager's
+# numbers) and np.fft (NumPy computes in double precision, complex128 from float32 input, where
+# torch._numpy gives complex64; torch.compile returns that wrong dtype).
+TRACED_MODULES = ((np, tnp), (np.linalg, tnp.linalg))
 
 # NumPy classes and functions folded on constant arguments: called for real while tracing.
 FOLDED = frozenset({
