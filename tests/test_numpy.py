@@ -145,6 +145,25 @@ def test_the_same_array_returned_twice_is_one_object():
     assert first is second
 
 
+def sine_of_array(a):
+    return np.sin(a) + 1, a
+
+
+def test_an_ndarray_argument_is_a_graph_input_and_comes_back_as_itself():
+    calls = [(np.arange(6.).reshape(2, 3),), (np.ones((2, 3)),)]
+    assert check(sine_of_array, calls) == (1, 0)
+    compiled = graphlift.compile(sine_of_array)
+    array = np.ones(4, dtype=np.float32)
+    assert compiled(array)[1] is array
+    guards = graphlift.cache_entries(compiled)[0].guards
+    assert "type(L['a']) is numpy.ndarray" in guards
+    assert "torch.from_numpy(L['a']).dtype == torch.float32" in guards
+    compiles = graphlift.stats(compiled).compiles
+    assert_same_numpy(sine_of_array(np.ones(4, dtype=np.int64)),
+                      compiled(np.ones(4, dtype=np.int64)))  # another dtype: a recompile
+    assert graphlift.stats(compiled).compiles == compiles + 1
+
+
 def test_an_array_of_an_input_shares_its_memory_as_in_eager():
     x = m23()
     a = graphlift.compile(view_of_input)(x)
@@ -174,6 +193,8 @@ def test_np_random_keeps_numpys_own_stream():
     np.random.seed(0)
     np.testing.assert_array_equal(compiled(m23()), expected)
     assert torch_compile_counts(random_draw, [(m23(),)])[:2] == (1, 0)
+    graphs, breaks, _ = graphlift_counts(random_draw, [(m23(),)])
+    assert (graphs, breaks) == (1, 1)  # the resume function adds the drawn array: one graph
 
 
 def test_np_fft_runs_eagerly_with_numpys_dtype():

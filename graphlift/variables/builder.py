@@ -52,6 +52,7 @@ from graphlift.variables.containers import (
 )
 from graphlift.variables.context import ContextMethodVariable, GradModeVariable
 from graphlift.variables.nn_module import NNModuleVariable, wrap_module
+from graphlift.variables.numpy import is_traceable_array, wrap_array_input
 from graphlift.variables.objects import PythonModuleVariable, UserObjectVariable
 from graphlift.variables.symbolic import wrap_scalar_input
 from graphlift.variables.tensor import TensorMethodVariable, TensorVariable
@@ -123,6 +124,11 @@ def _wrap_tensor_method(builder: VariableBuilder, value: Any, source: Source) ->
     builder.tx.guards.constant_match(AttrSource(source, "__name__"), value.__name__)
     tensor = builder.wrap(value.__self__, AttrSource(source, "__self__"))
     return TensorMethodVariable(tensor, value.__name__)
+
+
+def _wrap_ndarray(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:
+    """An ndarray: a graph input over its memory (``torch.from_numpy``), traced as NumPy."""
+    return wrap_array_input(builder.tx, value, source)
 
 
 def _wrap_number(builder: VariableBuilder, value: int | float,
@@ -299,6 +305,8 @@ WRAP_ROWS = (
     (lambda v: isinstance(v, torch.Tensor), _wrap_tensor),
     # Before the callable row, which would pin a method object that is new on every read.
     (_is_tensor_method, _wrap_tensor_method),
+    # An ndarray (config.trace_numpy): a graph input over its memory; other arrays are objects.
+    (is_traceable_array, _wrap_ndarray),
     # Before the constant row, where it falls back to; exact types, so a bool is no int symbol.
     (lambda v: type(v) in (int, float), _wrap_number),
     # Before the constant row: guarded when first used, so a scalar never read costs no guard.

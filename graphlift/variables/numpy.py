@@ -30,7 +30,9 @@ import torch._numpy as tnp
 import torch.utils._pytree as pytree
 
 from graphlift import trace_rules
+from graphlift.config import config
 from graphlift.exc import Unsupported
+from graphlift.sources import NumpyTensorSource, Source
 from graphlift.variables.base import VariableTracker, raise_real
 from graphlift.variables.constant import ConstantVariable
 from graphlift.variables.containers import BaseListVariable, DictVariable, TupleVariable
@@ -150,8 +152,9 @@ _register()
 class NumpyArrayVariable(VariableTracker):
     """An ``ndarray`` (or a NumPy scalar, ``scalar``) whose data is a tensor of the graph."""
 
-    def __init__(self, tensor: TensorVariable, scalar: bool = False) -> None:
-        super().__init__()
+    def __init__(self, tensor: TensorVariable, scalar: bool = False,
+                 source: Source | None = None) -> None:
+        super().__init__(source)
         self.tensor = tensor
         self.scalar = scalar and tensor.fake.dim() == 0
 
@@ -193,6 +196,9 @@ class NumpyArrayVariable(VariableTracker):
                 for i in range(len(self.tensor.unpack(tx)))]
 
     def reconstruct(self, codegen: OutputCodegen) -> str:
+        if self.source is not None:
+            return codegen.source_expr(self.source)  # an input array is itself
+
         def build(codegen: OutputCodegen) -> str:
             array = f"{self.tensor.reconstruct(codegen)}.numpy()"
             return f"{array}[()]" if self.scalar else array
@@ -353,6 +359,27 @@ INPLACE_OPERATORS = frozenset({
 
 
 # -- tensors <-> arrays ------------------------------------------------------------------------
+def is_traceable_array(value: Any) -> bool:
+    """An ndarray input that ``torch.from_numpy`` takes as it is (the builder's row test)."""
+    return type(value) is np.ndarray and config.trace_numpy and value.dtype in TENSOR_DTYPES \
+        and value.flags.writeable and all(stride >= 0 for stride in value.strides)
+
+
+TENSOR_DTYPES = frozenset(np.dtype(name) for name in (
+    "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
+    "complex64", "complex128"))
+
+
+def wrap_array_input(tx: InstructionTranslator, value: np.ndarray,
+                     source: Source) -> VariableTracker:
+    """An ndarray from the frame's inputs: guarded as an ndarray, and a graph input fed from
+    ``torch.from_numpy`` (guarded like a tensor: dtype, shape, strides)."""
+    tx.guards.type_match(source, value)
+    tensor = tx.builder.wrap(torch.from_numpy(value), NumpyTensorSource(source))
+    return NumpyArrayVariable(tensor, source=source)
+
+
+
 def _tensor_numpy(tx: InstructionTranslator, tensor: TensorVariable, args: list,
                   kwargs: dict) -> VariableTracker:
     """``t.numpy()``: the array over the tensor's own memory (eager raises for grad)."""
