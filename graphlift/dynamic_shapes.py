@@ -107,12 +107,13 @@ def _marked(t: torch.Tensor, attr: str) -> frozenset[int]:
     return getattr(t, attr, frozenset())
 
 
+TORCH_UNBACKED_ATTR = "_dynamo_unbacked_indices"  # where torch's mark_unbacked puts its dims
+
 # torch.compile's markers on a tensor, read as graphlift's: attribute -> what the dims get.
 TORCH_MARKERS = {
     "_dynamo_dynamic_indices": "dynamic",  # torch._dynamo.mark_dynamic: specializing is an error
-    # mark_unbacked: graphlift has no unbacked sizes, so a plain dynamic one (0 and 1 still
-    # static), whose specializing is an error, as any guard on an unbacked size is in torch.
-    "_dynamo_unbacked_indices": "dynamic",
+    # mark_unbacked: dynamic (beats a static mark), and unbacked (see ShapePolicy.unbacked_dims).
+    TORCH_UNBACKED_ATTR: "dynamic",
     "_dynamo_weak_dynamic_indices": "maybe",  # maybe_mark_dynamic: may be specialized
     "_dynamo_static_indices": "static",  # mark_static
 }
@@ -223,10 +224,13 @@ class ShapePolicy:
         return (wanted | marked | maybe) - static, marked - static
 
     def unbacked_dims(self, source: Source, value: torch.Tensor) -> set[int]:
-        """The dimensions ``mark_unbacked`` asked for (never on a module's own tensors)."""
+        """The dimensions graphlift's or torch's ``mark_unbacked`` asked for (never on a module's
+        own tensors); torch's beats a static mark, as its other dynamic marks do."""
         if is_pinned(source) or self.dynamic is False:
             return set()
-        return set(_marked(value, UNBACKED_ATTR) - _marked(value, STATIC_ATTR))
+        rank = max(value.dim(), 1)
+        ours = set(_marked(value, UNBACKED_ATTR) - _marked(value, STATIC_ATTR))
+        return ours | {dim % rank for dim in getattr(value, TORCH_UNBACKED_ATTR, ())}
 
     def scalar_is_dynamic(self, source: Source, value: int | float) -> bool:
         """Whether an int or float input becomes a symbol (a graph input of its own)."""
