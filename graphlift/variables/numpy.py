@@ -36,7 +36,7 @@ from graphlift.sources import NumpyTensorSource, Source
 from graphlift.variables.base import VariableTracker, raise_real
 from graphlift.variables.constant import ConstantVariable
 from graphlift.variables.containers import BaseListVariable, DictVariable, TupleVariable
-from graphlift.variables.symbolic import SliceVariable
+from graphlift.variables.symbolic import SliceVariable, specialize
 from graphlift.variables.tensor import (
     ARRAY_METHODS,
     ARRAY_TORCH_FUNCTIONS,
@@ -181,7 +181,7 @@ class NumpyArrayVariable(VariableTracker):
         if name in ARRAY_CONSTANT_ATTRS:
             return ConstantVariable(ARRAY_CONSTANT_ATTRS[name](self, fake))
         if name in ("T", "real", "imag", "mT"):
-            return call_numpy(tx, name, name, [self], {})
+            return call_numpy(tx, name, name, [self], {}, scalar=False)  # 0-d stays an array
         if callable(getattr(tnp.ndarray, name, None)) and not name.startswith("_"):
             return NumpyMethodVariable(self, name)
         if not hasattr(np.ndarray, name):
@@ -191,9 +191,10 @@ class NumpyArrayVariable(VariableTracker):
     def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
         if self.tensor.fake.dim() == 0:
             raise raise_real(TypeError("iteration over a 0-d array"))
+        rows = specialize(tx.output, self.tensor.fake.shape[0])
         return [call_numpy(tx, operator.getitem, "getitem", [self, ConstantVariable(i)], {},
                            scalar=self.tensor.fake.dim() == 1)
-                for i in range(len(self.tensor.unpack(tx)))]
+                for i in range(rows)]
 
     def reconstruct(self, codegen: OutputCodegen) -> str:
         if self.source is not None:
