@@ -38,11 +38,11 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
     translation: translator  -- the symbolic interpreter: one method per opcode
     variables:   variables.base, variables.constant, variables.containers, variables.exceptions,
                  variables.iterators, variables.methods, variables.context, variables.symbolic,
-                 variables.tensor, variables.functions, variables.objects, variables.builtins,
-                 variables.collections, variables.subclasses, variables.distributed,
-                 variables.callables, variables.nn_module, variables.builder, variables  --
-                 VariableTrackers, one kind per module; the builder wraps input values with their
-                 guards and knows every kind
+                 variables.tensor, variables.numpy, variables.functions, variables.objects,
+                 variables.builtins, variables.collections, variables.subclasses,
+                 variables.distributed, variables.callables, variables.nn_module,
+                 variables.builder, variables  -- VariableTrackers, one kind per module; the
+                 builder wraps input values with their guards and knows every kind
     graph:       output_graph  -- the FX graph, fake tensors, graph inputs, the backend call
     rules:       trace_rules  -- inline, polyfill, builtin, graph node or skip, per callable
     records:     graph_break, backends, ddp_optimizer, side_effects, guards, dynamic_shapes,
@@ -73,7 +73,7 @@ from graphlift.config import config  # noqa: E402
 from graphlift.decorators import allow_in_graph, disable, substitute_in_graph  # noqa: E402
 from graphlift.dropin import configure_from_env as install_from_env  # noqa: E402
 from graphlift.dropin import install, uninstall  # noqa: E402
-from graphlift.dynamic_shapes import mark_dynamic, mark_static  # noqa: E402
+from graphlift.dynamic_shapes import mark_dynamic, mark_static, mark_unbacked  # noqa: E402
 from graphlift.eval_frame import cache_entries, compile, reset, stats  # noqa: E402
 from graphlift.exc import (  # noqa: E402
     BackendCompilerFailed,
@@ -119,6 +119,7 @@ __all__ = [
     "list_backends",
     "mark_dynamic",
     "mark_static",
+    "mark_unbacked",
     "register_backend",
     "reset",
     "set_logs",

@@ -28,6 +28,7 @@ class BreakType(enum.Enum):
     TORCH_ERROR = "torch_error"  # a torch op raised while tracing (probably raises eagerly too)
     USER_EXCEPTION = "user_exception"  # the frame raises (NameError, IndexError...) while tracing
     FORCED = "forced"  # the user called graphlift.graph_break()
+    DATA_DEPENDENT_GUARD = "data_dependent_guard"  # Python needs an unbacked symbol's value
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,8 @@ REGISTRY: dict[BreakType, BreakInfo] = {
         "GL0010", "the frame raises; it runs eagerly so the error is the real one"),
     BreakType.FORCED: BreakInfo(
         "GL0011", "remove graphlift.graph_break() to capture one graph"),
+    BreakType.DATA_DEPENDENT_GUARD: BreakInfo(
+        "GL0012", "state what you know with torch._check(...), or use torch.where / torch.cond"),
 }
 
 # The page with one section per id, relative to the repository root.

@@ -62,6 +62,18 @@ SETTINGS: dict[str, Setting] = {
         True, "inside a DistributedDataParallel forward, split each graph at DDP's gradient "
         "buckets so each bucket's all-reduce can start while backward continues"
     ),
+    # Data-dependent values (graphlift/variables/tensor.py). fullgraph=True turns both on, as
+    # torch.compile 2.13 does: there a break would be an error anyway.
+    "capture_scalar_outputs": Setting(
+        False, "keep .item() and .tolist() in the graph as unbacked symbols instead of breaking"
+    ),
+    "capture_dynamic_output_shape_ops": Setting(
+        False, "keep nonzero, x[mask], masked_select, unique in the graph with unbacked sizes"
+    ),
+    # NumPy (graphlift/variables/numpy.py).
+    "trace_numpy": Setting(
+        True, "trace NumPy calls on arrays made from tensors as torch operations (torch._numpy)"
+    ),
     # nn.Module guards (graphlift/variables/nn_module.py).
     "guard_torch_module_constants": Setting(
         False, "guard hyperparameters read from torch.nn's own layers (Dropout.p, LayerNorm.eps); "

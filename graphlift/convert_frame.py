@@ -219,7 +219,10 @@ class _Attempt:
         progress.phase("setup")
         options = self.options
         output = OutputGraph(ShapePolicy(state.shape_memory, options.dynamic,
-                                         keeps_floats_dynamic(options.backend)))
+                                         keeps_floats_dynamic(options.backend)),
+                             capture_scalars=options.fullgraph or config.capture_scalar_outputs,
+                             capture_dynamic_shapes=options.fullgraph or
+                             config.capture_dynamic_output_shape_ops)
         self.guards = guards = GuardBuilder()
         guards.locate = output.guard_origin  # each guard names the user's line behind it
         codegen = OutputCodegen(self.wrappers)

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
 
 DYNAMIC_ATTR = "_graphlift_dynamic_dims"  # on a tensor: the dims mark_dynamic asked for
 STATIC_ATTR = "_graphlift_static_dims"  # on a tensor: the dims mark_static asked for
+UNBACKED_ATTR = "_graphlift_unbacked_dims"  # on a tensor: the dims mark_unbacked asked for
 
 
 # -- the user's markers ------------------------------------------------------------------------
@@ -73,6 +74,14 @@ def mark_dynamic(t: torch.Tensor, dim: int | Iterable[int]) -> None:
     and 1 are static even when marked.
     """
     _mark(t, dim, DYNAMIC_ATTR, STATIC_ATTR)
+
+
+def mark_unbacked(t: torch.Tensor, dim: int | Iterable[int]) -> None:
+    """Compile dimension ``dim`` of ``t`` as an *unbacked* symbol: the trace never learns its
+    value, so it is not specialized on 0 and 1 and no guard is made on it (one entry serves every
+    size); what the code assumes about it becomes an assert inside the graph, and Python that
+    needs its value (``if x.shape[0] > 4``) is a graph break (GL0012)."""
+    _mark(t, dim, UNBACKED_ATTR, STATIC_ATTR)
 
 
 def mark_static(t: torch.Tensor, dim: int | Iterable[int]) -> None:
@@ -98,12 +107,13 @@ def _marked(t: torch.Tensor, attr: str) -> frozenset[int]:
     return getattr(t, attr, frozenset())
 
 
+TORCH_UNBACKED_ATTR = "_dynamo_unbacked_indices"  # where torch's mark_unbacked puts its dims
+
 # torch.compile's markers on a tensor, read as graphlift's: attribute -> what the dims get.
 TORCH_MARKERS = {
     "_dynamo_dynamic_indices": "dynamic",  # torch._dynamo.mark_dynamic: specializing is an error
-    # mark_unbacked: graphlift has no unbacked sizes, so a plain dynamic one (0 and 1 still
-    # static), whose specializing is an error, as any guard on an unbacked size is in torch.
-    "_dynamo_unbacked_indices": "dynamic",
+    # mark_unbacked: dynamic (beats a static mark), and unbacked (see ShapePolicy.unbacked_dims).
+    TORCH_UNBACKED_ATTR: "dynamic",
     "_dynamo_weak_dynamic_indices": "maybe",  # maybe_mark_dynamic: may be specialized
     "_dynamo_static_indices": "static",  # mark_static
 }
@@ -213,6 +223,15 @@ class ShapePolicy:
         marked, maybe, static = marked_dims(value)
         return (wanted | marked | maybe) - static, marked - static
 
+    def unbacked_dims(self, source: Source, value: torch.Tensor) -> set[int]:
+        """The dimensions graphlift's or torch's ``mark_unbacked`` asked for (never on a module's
+        own tensors); torch's beats a static mark, as its other dynamic marks do."""
+        if is_pinned(source) or self.dynamic is False:
+            return set()
+        rank = max(value.dim(), 1)
+        ours = set(_marked(value, UNBACKED_ATTR) - _marked(value, STATIC_ATTR))
+        return ours | {dim % rank for dim in getattr(value, TORCH_UNBACKED_ATTR, ())}
+
     def scalar_is_dynamic(self, source: Source, value: int | float) -> bool:
         """Whether an int or float input becomes a symbol (a graph input of its own)."""
         if type(value) is float and not (self.dynamic_floats and math.isfinite(value)):
@@ -259,14 +278,18 @@ def render_source(source: Any, ours: Callable[[Source], str] | None = None) -> s
     return source._name_template.format(render_source(base, ours))
 
 
-def new_shape_env() -> ShapeEnv:
-    """A ShapeEnv that refuses data-dependent sizes: ``nonzero()`` and ``item()`` stay graph
-    breaks, as they are without dynamic shapes."""
-    return ShapeEnv(allow_scalar_outputs=False, allow_dynamic_output_shape_ops=False)
+def new_shape_env(capture_scalars: bool = False, capture_dynamic_shapes: bool = False) -> ShapeEnv:
+    """A ShapeEnv for one trace. By default it refuses data-dependent values: ``item()`` and
+    ``nonzero()`` stay graph breaks. ``capture_scalars`` lets ``item()`` return an *unbacked*
+    symbol (one with no value while tracing, ``u0``); ``capture_dynamic_shapes`` lets ``nonzero``,
+    ``x[mask]`` and ``unique`` return tensors whose sizes are unbacked symbols."""
+    return ShapeEnv(allow_scalar_outputs=capture_scalars,
+                    allow_dynamic_output_shape_ops=capture_dynamic_shapes)
 
 
 SIZE_DYNAMIC = DimDynamic.DYNAMIC  # a fresh symbol per dimension (no "duck" sharing by value)
 SIZE_STATIC = DimDynamic.STATIC
+SIZE_UNBACKED = DimDynamic.UNBACKED  # mark_unbacked: no value while tracing, no guard
 
 
 # -- where a guard came from -------------------------------------------------------------------

@@ -21,7 +21,12 @@ import torch
 import torch.fx
 from torch._guards import TracingContext, tracing
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.symbolic_shapes import ShapeEnv, StatelessSymbolicContext
+from torch.fx.experimental.symbolic_shapes import (
+    ShapeEnv,
+    StatelessSymbolicContext,
+    compute_unbacked_bindings,
+)
+from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from graphlift import logs
@@ -31,6 +36,7 @@ from graphlift.ddp_optimizer import active_ddp_module, split_backend
 from graphlift.dynamic_shapes import (
     SIZE_DYNAMIC,
     SIZE_STATIC,
+    SIZE_UNBACKED,
     ShapePolicy,
     TorchSource,
     UserLine,
@@ -62,12 +68,18 @@ class GraphInput:
 class OutputGraph:
     """Owns the FX graph, the fake mode and the inputs for one translation."""
 
-    def __init__(self, shape_policy: ShapePolicy | None = None) -> None:
+    def __init__(self, shape_policy: ShapePolicy | None = None, capture_scalars: bool = False,
+                 capture_dynamic_shapes: bool = False) -> None:
         self.graph = torch.fx.Graph()
         # No ShapeEnv until a size or int becomes a symbol (``shape_env``): a static compile,
-        # the default first one, never builds one.
+        # the default first one, never builds one. Capturing data-dependent values needs one
+        # from the start: item() on a fake tensor asks the fake mode's ShapeEnv for a symbol.
+        self._capture = (capture_scalars, capture_dynamic_shapes)
         self._shape_env: ShapeEnv | None = None
+        self.has_unbacked = False  # an unbacked symbol (item(), nonzero, mark_unbacked) exists
         self.fake_mode = FakeTensorMode()
+        if capture_scalars or capture_dynamic_shapes:
+            self.shape_env  # noqa: B018 - made now, see above
         self.shape_policy = shape_policy or ShapePolicy()
         self.dynamic_tensors: list[tuple[Source, torch.Tensor]] = []  # (source, fake)
         self.marked_dims: list[tuple[Source, int, Any]] = []  # mark_dynamic: (source, dim, symbol)
@@ -87,7 +99,7 @@ class OutputGraph:
         """The ShapeEnv of this trace's symbols, made (and given to the fake mode) on first use.
         Fake tensors made before it stay static, as they were asked to be."""
         if self._shape_env is None:
-            self._shape_env = new_shape_env()
+            self._shape_env = new_shape_env(*self._capture)
             self.fake_mode.shape_env = self._shape_env
             self.fake_mode.static_shapes = False
         return self._shape_env
@@ -110,13 +122,20 @@ class OutputGraph:
     def add_input(self, source: Source, value: torch.Tensor) -> GraphInput:
         """Lift a real tensor into a placeholder, faked with the sizes the shape policy wants."""
         dynamic, marked = self.shape_policy.tensor_dims(source, value)
+        unbacked = self.shape_policy.unbacked_dims(source, value)
+        dynamic = dynamic | unbacked
         if dynamic:
             context = StatelessSymbolicContext(dynamic_sizes=[
-                SIZE_DYNAMIC if dim in dynamic else SIZE_STATIC for dim in range(value.dim())])
+                SIZE_UNBACKED if dim in unbacked else SIZE_DYNAMIC if dim in dynamic
+                else SIZE_STATIC for dim in range(value.dim())])
             fake = self._symbolic_fake_mode().from_tensor(value, source=TorchSource(source),
                                                           symbolic_context=context)
         else:
             fake = self.fake_mode.from_tensor(value, static_shapes=True)
+        if unbacked:
+            # The input's own sizes: known to the graph from the placeholder, not from an op.
+            compute_unbacked_bindings(self.shape_env, fake)
+            self.has_unbacked = True
         # A dimension asked to be dynamic with size 0 or 1 is specialized: still a constant.
         symbolic = frozenset(d for d, size in enumerate(fake.shape)
                              if isinstance(size, torch.SymInt))
@@ -190,7 +209,21 @@ class OutputGraph:
     @property
     def has_symbols(self) -> bool:
         """Whether any size or int of this trace is symbolic."""
-        return self._shape_env is not None and bool(self._shape_env.var_to_sources)
+        return (self._shape_env is not None and bool(self._shape_env.var_to_sources)) or \
+            self.has_unbacked
+
+    @property
+    def captures_scalars(self) -> bool:
+        """Whether ``item()`` stays in the graph (config.capture_scalar_outputs, fullgraph)."""
+        return self._capture[0]
+
+    def bind_unbacked(self, node: torch.fx.Node, result: Any) -> None:
+        """Record on ``node`` the unbacked symbols its result introduces (``u0`` of ``item()``,
+        the size of ``nonzero``): the runtime-assert pass reads them where they become known."""
+        bindings = compute_unbacked_bindings(self.shape_env, result)
+        if bindings:
+            node.meta["unbacked_bindings"] = bindings
+            self.has_unbacked = True
 
     def mark_mutated(self, fake: torch.Tensor) -> None:
         """The graph writes into this tensor; remember each input whose memory it is (the input
@@ -281,6 +314,13 @@ class OutputGraph:
     ) -> tuple[torch.fx.GraphModule, Callable, float]:
         """Hand the finished graph to the backend; return (module, callable, seconds)."""
         gm = torch.fx.GraphModule(torch.nn.Module(), self.graph, class_name=name)
+        if self.has_unbacked or (self._shape_env is not None and
+                                 self._shape_env.deferred_runtime_asserts):
+            # What the trace assumed about unbacked symbols (torch._check(n < 10), a size >= 0)
+            # cannot be a guard: no value exists before the graph runs. It becomes an assert
+            # node inside the graph, raising as eager would.
+            insert_deferred_runtime_asserts(gm, self.shape_env, name)
+            gm.recompile()
         if logs.enabled("graph_code"):
             logs.emit("graph_code", f"TRACED GRAPH {name}\n{gm.code}")
         examples = [graph_input.example for graph_input in self.inputs]
@@ -310,8 +350,9 @@ class OutputGraph:
 def _is_helper(node: torch.fx.Node) -> bool:
     """A node that computes no tensor of its own and has no effect: a size or symbolic number
     read for the trace, or the getitem that takes one output of a multi-output operation."""
-    if node.op not in ("call_function", "call_method") or node.meta.get("mutates"):
-        return False
+    if node.op not in ("call_function", "call_method") or node.meta.get("mutates") or \
+            node.meta.get("unbacked_bindings"):
+        return False  # item() and nonzero stay: eager reads them, and asserts may use them
     if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node) and \
             isinstance(node.args[0].meta.get("example_value"), (tuple, list)):
         return True

@@ -282,11 +282,15 @@ def resumable_break(code: types.CodeType, error: object) -> str | None:
     inst = next(i for i in bytecode.decode(code) if i.offset == offset)
     if inst.opname not in SPLITTABLE:
         return f"{inst.opname} cannot run on its own between two graphs"
-    if inst.opname.startswith("POP_JUMP") and getattr(error, "break_type", "") != \
-            "data_dependent_branch":
+    if inst.opname.startswith("POP_JUMP") and \
+            getattr(error, "break_type", "") not in VALUE_CONDITIONS:
         return "a jump that failed for another reason than a tensor condition"
     return why_not_resumable(code, offset)
 
+
+# Break types of a jump whose condition the graph computes and the run function then tests:
+# a tensor's truth, or an unbacked symbol's (``if x.item() > 0`` under capture_scalar_outputs).
+VALUE_CONDITIONS = frozenset({"data_dependent_branch", "data_dependent_guard"})
 
 # Instructions at which a frame can be split: run eagerly, then resume after them.
 SPLITTABLE = frozenset({

@@ -32,6 +32,7 @@ class SourceKind(enum.Enum):
     MODULE_GLOBALS = "module_globals"  # the globals of an imported Python module
     VIEW_DICT = "view_dict"  # the dict that a dict_keys/dict_values/dict_items view shows
     FLOAT_TENSOR = "float_tensor"  # a float of another source, as a 0-d float64 tensor
+    NUMPY_TENSOR = "numpy_tensor"  # an ndarray of another source, as the tensor over its memory
 
 
 @dataclass(frozen=True)
@@ -279,6 +280,27 @@ class FloatTensorSource(Source):
 
     def render(self, bind: Callable[[Any], str]) -> str:
         return f"{bind(_as_float64_tensor)}({self.base.render(bind)})"
+
+    def root(self) -> Source:
+        return self.base.root()
+
+
+@dataclass(frozen=True)
+class NumpyTensorSource(Source):
+    """An ndarray input fed to the graph as ``torch.from_numpy(array)``: a tensor over the
+    array's own memory, made anew on every call."""
+
+    base: Source
+    kind = SourceKind.NUMPY_TENSOR
+
+    def name(self) -> str:
+        return f"torch.from_numpy({self.base.name()})"
+
+    def expr(self) -> str:
+        return f"__import__('torch').from_numpy({self.base.expr()})"
+
+    def render(self, bind: Callable[[Any], str]) -> str:
+        return f"{bind(torch.from_numpy)}({self.base.render(bind)})"
 
     def root(self) -> Source:
         return self.base.root()

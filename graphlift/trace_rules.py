@@ -107,6 +107,10 @@ MODELLED_CLASSES: set[type] = set()
 # torch.distributed function is a graph break (rule torch_distributed).
 DISTRIBUTED_MODELLED: dict[Any, Rule] = {}
 
+# NumPy callables traced through torch._numpy (variables/numpy.py fills it): id -> (the callable,
+# its torch._numpy function, or None for one folded on constants such as np.float32, np.iinfo).
+NUMPY_FUNCTIONS: dict[int, tuple[Any, Any]] = {}
+
 
 class Kind(enum.Enum):
     """The closed set of treatments a callable can get."""
@@ -242,6 +246,11 @@ DISTRIBUTED_COLLECTIVE = Rule("distributed_collective", Kind.GRAPH,
 DISTRIBUTED_QUERY = Rule("distributed_query", Kind.BUILTIN,
                          "a process-group query (get_rank, get_world_size, is_initialized): "
                          "folded to a constant, guarded on the default group")
+
+NUMPY_FUNCTION = Rule("numpy", Kind.GRAPH,
+                      "a NumPy function with a torch._numpy counterpart, traced as torch "
+                      "operations (config.trace_numpy)", "set config.trace_numpy = False to run "
+                      "NumPy eagerly")
 TORCH_PYTHON = Rule("torch_python", Kind.GRAPH,
                     "a torch function written in Python, kept whole as one node")
 STDLIB = Rule("stdlib", Kind.SKIP, "the standard library runs eagerly", _INLINE_MODULES_HINT)
@@ -260,7 +269,7 @@ RULES = (DISABLED, TORCH_DISABLED, TORCH_DISALLOWED, ALLOW_IN_GRAPH, COMPILED_FU
          PURE_C_FUNCTION, TORCH_GLOBAL_STATE, TENSOR_METHOD, TORCH_OP, C_METHOD, CONFIG_SKIP,
          CONFIG_INLINE, GRAPHLIFT_POLYFILLS, GRAPHLIFT, TORCH_INLINE, TORCH_CLASS,
          TORCH_BOUND_METHOD, TORCH_DISTRIBUTED, DISTRIBUTED_COLLECTIVE, DISTRIBUTED_QUERY,
-         TORCH_PYTHON,
+         NUMPY_FUNCTION, TORCH_PYTHON,
          STDLIB, THIRD_PARTY, C_FUNCTION, USER_CODE)
 
 # Parts of torch traced like user code, by module name (a prefix matches its submodules).
@@ -283,6 +292,12 @@ IO_BUILTINS = frozenset({
     globals,  # the interpreter's frame state
     locals,  # the interpreter's frame state
     help,  # interactive help (site.py)
+})
+
+# torch Python functions behind a wrapper from another module (typing_extensions.deprecated),
+# which the module rows would take for user code: run whole on fake tensors, as the rest of torch.
+TORCH_WRAPPED_PYTHON = frozenset({
+    torch._check_is_size,  # records that an unbacked symbol is a size (>= 0)
 })
 
 # Modules whose globals inlined code reads without guards (see is_trusted_globals).
@@ -452,6 +467,9 @@ def _by_object(fn: Any) -> Decision | None:
     marker = _torch_marker(fn)
     if marker is not None:
         return marker
+    numpy_entry = NUMPY_FUNCTIONS.get(id(fn)) if config.trace_numpy else None
+    if numpy_entry is not None and numpy_entry[0] is fn:  # before the third-party row
+        return Decision(Kind.GRAPH, NUMPY_FUNCTION, target=numpy_entry[1])
     polyfill = (polyfill_for(fn) or torch_substitute(fn)) if config.use_polyfills else None
     if _hashable(fn) and fn in IO_BUILTINS:
         return Decision(Kind.SKIP, IO_BUILTIN)
@@ -489,6 +507,8 @@ def _by_object(fn: Any) -> Decision | None:
     distributed = DISTRIBUTED_MODELLED.get(fn) if _hashable(fn) else None
     if distributed is not None:  # before the module row that skips torch.distributed
         return Decision(distributed.kind, distributed)
+    if _hashable(fn) and fn in TORCH_WRAPPED_PYTHON:
+        return Decision(Kind.GRAPH, TORCH_PYTHON)
     return None
 
 

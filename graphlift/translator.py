@@ -62,6 +62,7 @@ from graphlift.variables.functions import (
 )
 from graphlift.variables.iterators import GeneratorVariable, iterator_of
 from graphlift.variables.nn_module import NNModuleVariable
+from graphlift.variables.numpy import has_array, numpy_operator
 from graphlift.variables.objects import (
     ClassVariable,
     InputInstanceDictVariable,
@@ -660,6 +661,8 @@ class InstructionTranslator:
             VariableTracker:
         if op in OUT_OF_PLACE and isinstance(left, (ConstantVariable, SymNodeVariable)):
             op = OUT_OF_PLACE[op]
+        if has_array(left, right):  # NumPy semantics, through torch._numpy
+            return numpy_operator(self, op, [left, right])
         if isinstance(left, TensorVariable) or isinstance(right, TensorVariable):
             return call_torch(self, "call_function", op, [left, right], {})
         if op in (operator.add, operator.iadd) and is_tuple_concat(left, right):
@@ -741,7 +744,9 @@ class InstructionTranslator:
 
     def unary(self, op: Any) -> None:
         value = self.pop()
-        if isinstance(value, (TensorVariable, SymNodeVariable)):
+        if has_array(value):
+            self.push(numpy_operator(self, op, [value]))
+        elif isinstance(value, (TensorVariable, SymNodeVariable)):
             self.push(call_torch(self, "call_function", op, [value], {}))
         else:
             self.push(fold_operator(op, value.as_constant()))
@@ -767,6 +772,8 @@ class InstructionTranslator:
             VariableTracker:
         """``left <symbol> right`` (``"<"``, ``"=="``...) on trackers."""
         op = COMPARE_OPS[symbol]
+        if has_array(left, right):
+            return numpy_operator(self, op, [left, right])
         if isinstance(left, TensorVariable) or isinstance(right, TensorVariable) or \
                 symbolic_operands(left, right):
             return call_torch(self, "call_function", op, [left, right], {})
@@ -835,6 +842,8 @@ class InstructionTranslator:
 
     def subscript(self, obj: VariableTracker, index: VariableTracker) -> VariableTracker:
         """``obj[index]`` while tracing."""
+        if has_array(obj, index):
+            return numpy_operator(self, operator.getitem, [obj, index])
         if isinstance(obj, TensorVariable):
             return call_torch(self, "call_function", operator.getitem, [obj, index], {})
         if isinstance(obj, (BaseListVariable, DictVariable, NNModuleVariable,
@@ -853,7 +862,9 @@ class InstructionTranslator:
     def store_subscript(self, obj: VariableTracker, index: VariableTracker,
                         value: VariableTracker) -> None:
         """``obj[index] = value`` while tracing."""
-        if isinstance(obj, TensorVariable):
+        if has_array(obj):
+            numpy_operator(self, operator.setitem, [obj, index, value])  # refused: aliasing
+        elif isinstance(obj, TensorVariable):
             call_torch(self, "call_function", operator.setitem, [obj, index, value], {})
         elif isinstance(obj, ListVariable):
             obj.check_mutable(self)

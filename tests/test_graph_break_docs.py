@@ -34,6 +34,7 @@ STABLE_IDS = {
     "torch_error": "GL0009",
     "user_exception": "GL0010",
     "forced": "GL0011",
+    "data_dependent_guard": "GL0012",
 }
 
 

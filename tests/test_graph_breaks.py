@@ -546,8 +546,8 @@ def getcwd_mid(x):
     return y * len(cwd[:1])
 
 
-@case(2, 1, gap="NumPy arrays are not traced: the resume function breaks again at arr.sum() "
-     "and runs eagerly (torch.compile traces NumPy through torch._numpy)")
+# NumPy is traced through torch._numpy; float() of the array's sum reads data: the break.
+@case(2, 1)
 def numpy_mid(x):
     y = x * 2
     arr = y.numpy()
@@ -1749,7 +1749,8 @@ def line_of(fn: Callable, text: str) -> int:
 FULLGRAPH_ERRORS = [
     ("print_mid", "skipped_function", 'print("mid")'),
     ("branch_pos", "data_dependent_branch", "if y.sum() > 0:"),
-    ("item_if", "data_dependent", "v = (x * 2).sum().item()"),
+    # fullgraph=True captures .item() (as torch.compile 2.13): the branch on it is what fails.
+    ("item_if", "data_dependent_guard", "if v > 0:"),
     ("sleep_mid", "skipped_function", "time.sleep(0)"),
     ("no_grad_print", "skipped_function", 'print("no grad")'),
 ]

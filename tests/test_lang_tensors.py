@@ -479,13 +479,8 @@ def module_argument_call(m, x):
 def module_parameters_read(m, x):
     return x @ m.weight.t() + m.bias, m.in_features
 
-
-
 MODULE_PINNED = ("graphlift guards a module argument by identity (cheap module guards): the "
                  "fresh module each call recompiles; torch.compile compiles once")
-MASK_INDEXING = ("x[mask] has a data-dependent size: graphlift has no unbacked symbolic sizes, "
-                 "so it is a graph break")
-
 CASES = [
     case(torch_sum_mean, R(2, 3)),
     case(torch_cat_stack, R(3), R(3)),
@@ -533,8 +528,8 @@ CASES = [
     case(index_basic, R(3, 4)),
     case(index_ellipsis_none, R(2, 3)),
     case(index_steps, R(6, 6)),
-    case(index_mask, R(6), fallback=MASK_INDEXING),
-    case(index_mask_argument, R(6), R(6, dtype=torch.bool), fallback=MASK_INDEXING),
+    case(index_mask, R(6)),  # fullgraph=True captures data-dependent sizes
+    case(index_mask_argument, R(6), R(6, dtype=torch.bool)),
     case(index_integer_tensor, R(3, 3), torch.tensor([2, 0])),
     case(index_list_of_ints, R(3, 3)),
     case(index_with_shape_values, R(4, 2)),

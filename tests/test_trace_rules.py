@@ -70,7 +70,8 @@ def no_grad_helper(x):
     (logging.info, Kind.SKIP, "stdlib"),
     (time.time, Kind.SKIP, "stdlib"),  # a C function of the standard library
     (os.path.join, Kind.SKIP, "stdlib"),
-    (numpy.sum, Kind.SKIP, "third_party"),
+    (numpy.sum, Kind.GRAPH, "numpy"),  # traced through torch._numpy (config.trace_numpy)
+    (numpy.random.rand, Kind.SKIP, "third_party"),  # NumPy's own random stream
     (torch.manual_seed, Kind.SKIP, "torch_global_state"),
     (torch.nn.Linear, Kind.SKIP, "torch_class"),
     (graphlift.reset, Kind.SKIP, "graphlift"),
@@ -283,6 +284,7 @@ def test_allow_in_graph_with_a_fake_function_for_what_graphlift_cannot_follow():
     assert trace_rules.lookup(opaque).kind is Kind.INLINE
 
 
+@graphlift.config.patch(trace_numpy=False)  # NumPy untraced: the sandbox cannot follow it
 def test_allow_in_graph_without_fake_falls_back_to_running_on_fake_tensors():
     """Documented fallback: the sandbox cannot follow it, so its body runs once on fakes."""
     calls = []

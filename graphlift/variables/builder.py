@@ -56,6 +56,7 @@ from graphlift.variables.context import ContextMethodVariable, GradModeVariable
 from graphlift.variables.distributed import is_distributed_value, wrap_distributed
 from graphlift.variables.functions import LruCacheVariable
 from graphlift.variables.nn_module import NNModuleVariable, wrap_module
+from graphlift.variables.numpy import is_traceable_array, wrap_array_input
 from graphlift.variables.objects import (
     BuiltinMethodVariable,
     PythonModuleVariable,
@@ -141,6 +142,11 @@ def _wrap_builtin_method(builder: VariableBuilder, value: Any,
     builder.tx.guards.constant_match(AttrSource(source, "__name__"), value.__name__)
     obj = builder.wrap(value.__self__, AttrSource(source, "__self__"))
     return BuiltinMethodVariable(builtin_descriptor(value), obj)
+
+
+def _wrap_ndarray(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:
+    """An ndarray: a graph input over its memory (``torch.from_numpy``), traced as NumPy."""
+    return wrap_array_input(builder.tx, value, source)
 
 
 def _wrap_number(builder: VariableBuilder, value: int | float,
@@ -342,6 +348,8 @@ WRAP_ROWS = (
     (_is_tensor_method, _wrap_tensor_method),
     # Before the callable row, like the tensor methods: ``d.get`` of a dict or user object.
     (lambda v: builtin_descriptor(v) is not None, _wrap_builtin_method),
+    # An ndarray (config.trace_numpy): a graph input over its memory; other arrays are objects.
+    (is_traceable_array, _wrap_ndarray),
     # Before the constant row, where it falls back to; exact types, so a bool is no int symbol.
     (lambda v: type(v) in (int, float), _wrap_number),
     # Before the constant row: guarded when first used, so a scalar never read costs no guard.

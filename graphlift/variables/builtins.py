@@ -531,9 +531,12 @@ def fold(fn: Callable, args: list[VariableTracker], kwargs: dict[str, VariableTr
     """Call a pure builtin on constants for real and wrap its result."""
     if not all(a.is_constant() for a in args) or not all(v.is_constant() for v in kwargs.values()):
         raise Unsupported(f"builtin {fn.__name__}() with non-constant arguments")
+    # Read outside the try: reading a symbol's value may be a graph break (GL0012), not an
+    # error of the program.
+    values = [a.as_constant() for a in args]
+    keywords = {k: v.as_constant() for k, v in kwargs.items()}
     try:
-        result = fn(*(a.as_constant() for a in args),
-                    **{k: v.as_constant() for k, v in kwargs.items()})
+        result = fn(*values, **keywords)
     except Exception as error:
         raise raise_real(error) from error  # int("a") raises ValueError inside the trace
     if isinstance(result, (zip, enumerate, reversed, type(iter([])))):

@@ -29,6 +29,7 @@ from graphlift.variables.constant import wrap_constant
 from graphlift.variables.distributed import DistributedFunctionVariable
 from graphlift.variables.functions import UserFunctionVariable, UserMethodVariable
 from graphlift.variables.iterators import GeneratorVariable, LazyIteratorVariable
+from graphlift.variables.numpy import NumpyFunctionVariable
 from graphlift.variables.objects import ClassVariable, UserObjectVariable, bind_class_attr
 from graphlift.variables.tensor import TorchCallableVariable, call_torch
 
@@ -54,6 +55,8 @@ def wrap_callable(tx: InstructionTranslator, value: Any,
     """The tracker for a callable, as the trace rules decide. The caller installs its guard."""
     decision = trace_rules.lookup(value)
     kind = decision.kind
+    if decision.rule is trace_rules.NUMPY_FUNCTION:
+        return NumpyFunctionVariable(value, decision.target, source)
     if kind is Kind.POLYFILL:
         return PolyfillVariable(value, decision.target, source)
     if kind is Kind.BUILTIN and decision.rule is not trace_rules.MODELLED_CLASS:

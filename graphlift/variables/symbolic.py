@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from graphlift.exc import Unsupported
 from graphlift.variables.base import VariableTracker
@@ -61,10 +62,29 @@ def is_symbolic(value: Any) -> bool:
 
 
 def specialize(output: OutputGraph, value: Any) -> Any:
-    """The Python value of a symbolic value, guarding that it keeps it (see the module doc)."""
-    result = _PYTHON_TYPES[type(value)](value) if is_symbolic(value) else concrete(value)
+    """The Python value of a symbolic value, guarding that it keeps it (see the module doc).
+
+    An unbacked symbol (from ``item()``, a ``nonzero`` size, ``mark_unbacked``) has no value to
+    guard on: Python needing it is a graph break, GL0012.
+    """
+    try:
+        result = _PYTHON_TYPES[type(value)](value) if is_symbolic(value) else concrete(value)
+    except GuardOnDataDependentSymNode as error:
+        raise data_dependent_guard(error) from error
     output.note_guards()
     return result
+
+
+def data_dependent_guard(error: GuardOnDataDependentSymNode) -> Unsupported:
+    """The break for Python (a branch, ``range(n)``, an index) needing an unbacked value."""
+    expr = getattr(error, "cond", None)
+    what = f" ({expr})" if expr is not None else ""
+    return Unsupported(
+        f"Python needs the value of a data-dependent expression{what}: it comes from tensor "
+        "data (.item(), a nonzero or mask size, mark_unbacked) and has no value while tracing",
+        break_type="data_dependent_guard",
+        hints=("state what you know with torch._check(...) / torch._check_is_size(...), or "
+               "use torch.where / torch.cond instead of a Python branch",))
 
 
 class SymNodeVariable(VariableTracker):

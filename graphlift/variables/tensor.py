@@ -21,9 +21,11 @@ from torch._subclasses.fake_tensor import (
     DynamicOutputShapeException,
     UnsupportedOperatorException,
 )
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from graphlift import trace_rules
+from graphlift.config import config
 from graphlift.exc import Unsupported
 from graphlift.output_graph import storage_ref
 from graphlift.variables.base import VariableTracker, raise_real
@@ -40,6 +42,7 @@ from graphlift.variables.symbolic import (
     SliceVariable,
     SymNodeVariable,
     concrete,
+    data_dependent_guard,
     is_symbolic,
     shape_variable,
     specialize,
@@ -150,11 +153,63 @@ class TensorMethodVariable(VariableTracker):
         return f"{self.tensor.reconstruct(codegen)}.{self.name}"
 
     def call(self, tx, args, kwargs):
+        captured = CAPTURED_SCALAR_METHODS.get(self.name)
+        if captured is not None and tx.output.captures_scalars:
+            return captured(tx, self.tensor, args, kwargs)
+        to_array = ARRAY_METHODS.get(self.name) if config.trace_numpy else None
+        if to_array is not None:
+            return to_array(tx, self.tensor, args, kwargs)
         # Refused at the call, not the attribute load, so the frame can split at the call.
         if self.name in DATA_DEPENDENT_METHODS:
             raise Unsupported(f"Tensor.{self.name}() {DATA_DEPENDENT_METHODS[self.name]}",
                               break_type="data_dependent")
         return call_torch(tx, "call_method", self.name, [self.tensor, *args], kwargs)
+
+
+def _item(tx: InstructionTranslator, tensor: TensorVariable, args: list[VariableTracker],
+          kwargs: dict[str, VariableTracker]) -> VariableTracker:
+    """``t.item()`` in the graph: an unbacked SymInt, SymFloat or SymBool (``u0``)."""
+    return call_torch(tx, "call_method", "item", [tensor, *args], kwargs)
+
+
+def _tolist(tx: InstructionTranslator, tensor: TensorVariable, args: list[VariableTracker],
+            kwargs: dict[str, VariableTracker]) -> VariableTracker:
+    """``t.tolist()`` in the graph: nested lists of ``item()`` of each element. Integer tensors
+    only, as in torch.compile 2.13 (float items would be SymFloats the backends refuse)."""
+    if args or kwargs:
+        raise raise_real(TypeError("tolist() takes no arguments"))
+    if tensor.fake.dtype not in INTEGER_DTYPES:
+        raise Unsupported(f"Tensor.tolist() of a {tensor.fake.dtype} tensor: only integer "
+                          "tensors are captured", break_type="data_dependent")
+
+    def items(t: VariableTracker) -> VariableTracker:
+        if t.fake.dim() == 0:
+            return _item(tx, t, [], {})
+        return ListVariable([items(row) for row in t.unpack(tx)])
+
+    return items(tensor)
+
+
+# Filled by variables/numpy.py (above this module): ``t.numpy()``, and the torch functions that
+# take an ndarray (``torch.from_numpy(a)``); a handler returns None to decline.
+ARRAY_METHODS: dict[str, Callable] = {}
+ARRAY_TORCH_FUNCTIONS: dict[Any, Callable] = {}
+
+def _array_handler(fn: Any) -> Callable | None:
+    try:
+        return ARRAY_TORCH_FUNCTIONS.get(fn)
+    except TypeError:  # an unhashable callable
+        return None
+
+
+INTEGER_DTYPES = frozenset({torch.int8, torch.int16, torch.int32, torch.int64})
+
+# Methods that read tensor data into Python, kept in the graph as unbacked symbols when
+# capture_scalar_outputs is on (or fullgraph=True); otherwise they are DATA_DEPENDENT_METHODS.
+CAPTURED_SCALAR_METHODS = {
+    "item": _item,
+    "tolist": _tolist,
+}
 
 
 class TorchCallableVariable(VariableTracker):
@@ -173,6 +228,10 @@ class TorchCallableVariable(VariableTracker):
         return type(self.fn)
 
     def call(self, tx, args, kwargs):
+        from_array = _array_handler(self.fn)
+        result = from_array(tx, args, kwargs) if from_array is not None else None
+        if result is not None:
+            return result
         switch = STATE_SWITCHES.get(self.fn)
         if switch is not None:
             return switch(tx, args, kwargs)
@@ -249,6 +308,7 @@ def call_torch(tx: InstructionTranslator, op: str, target: Any, args: list[Varia
     node = tx.output.create_node(op, target, tuple(to_fx(a) for a in args),
                                  {k: to_fx(v) for k, v in kwargs.items()}, keep)
     node.meta["example_value"] = result
+    tx.output.bind_unbacked(node, result)
     if mutates and args:
         tx.mark_mutated(args[0])
     for fake in effects.written:
@@ -263,6 +323,8 @@ def _run_fake(tx, op, target, fake_args, fake_kwargs, effects: EffectRecorder):
             if op == "call_method":
                 return getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
             return target(*fake_args, **fake_kwargs)
+    except GuardOnDataDependentSymNode as error:
+        raise data_dependent_guard(error) from error
     except (DataDependentOutputException, DynamicOutputShapeException) as error:
         raise Unsupported(f"{name}: output depends on tensor data ({type(error).__name__})",
                           break_type="data_dependent") from error

@@ -1,0 +1,413 @@
+"""NumPy code traced as torch operations, through ``torch._numpy``.
+
+An ``ndarray`` made from a tensor (``t.numpy()``, ``np.asarray(t)``) is a
+:class:`NumpyArrayVariable`: the tensor holding its data, in the graph. NumPy functions
+(``np.sin``, ``np.where``, ``np.linalg.norm``), ndarray methods and attributes, and Python
+operators on arrays run through their ``torch._numpy`` counterparts, which implement NumPy's
+semantics (dtypes, promotion, broadcasting) with torch operations: each call is one graph node
+whose target is a :class:`NumpyCall` (the ``torch._numpy`` function between tensors). An array
+that leaves the frame becomes a real ``ndarray`` again (``tensor.numpy()``), and a 0-d result
+that NumPy gives as a scalar (``a.sum()``, ``a[0, 1]``, ufuncs and operators) a NumPy scalar
+(``np.float32``). NumPy scalar types, dtypes, ``iinfo`` / ``finfo`` called on constants fold to
+real NumPy objects.
+
+``config.trace_numpy`` (on by default) switches this off: NumPy calls are then graph breaks.
+Not traced (graph breaks): ``np.random`` (NumPy's own random stream, which a graph cannot
+advance), ``np.fft`` (NumPy's dtypes differ from torch._numpy's there), NumPy functions that
+``torch._numpy`` lacks, in-place operators and item assignment on arrays (an array made with
+``t.numpy()`` shares the tensor's memory), an array and a tensor mixed in one operator, and
+ndarrays passed into the frame as arguments (so also arrays alive at a graph break).
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+import torch._numpy as tnp
+import torch.utils._pytree as pytree
+
+from graphlift import trace_rules
+from graphlift.config import config
+from graphlift.exc import Unsupported
+from graphlift.sources import NumpyTensorSource, Source
+from graphlift.variables.base import VariableTracker, raise_real
+from graphlift.variables.constant import ConstantVariable
+from graphlift.variables.containers import BaseListVariable, DictVariable, TupleVariable
+from graphlift.variables.symbolic import SliceVariable, specialize
+from graphlift.variables.tensor import (
+    ARRAY_METHODS,
+    ARRAY_TORCH_FUNCTIONS,
+    TensorVariable,
+    call_torch,
+    shape_variable,
+)
+
+if TYPE_CHECKING:
+    from graphlift.codegen import OutputCodegen
+    from graphlift.translator import InstructionTranslator
+
+
+# -- the graph's view of NumPy: torch._numpy between tensors -----------------------------------
+def _to_tnp(value: Any) -> Any:
+    """A graph value as torch._numpy sees it: tensors as arrays (NumPy scalars arrive as 0-d
+    tensors, so that ``np.float32(2) * a`` never reaches NumPy's own ``__mul__``)."""
+    if isinstance(value, torch.Tensor):
+        return tnp.ndarray(value)
+    if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
+        return np.dtype(value).name
+    return value
+
+
+def _from_tnp(value: Any) -> Any:
+    if isinstance(value, tnp.ndarray):
+        return value.tensor
+    if isinstance(value, tnp.DType):
+        return np.dtype(value.name)
+    return value
+
+
+class NumpyCall:
+    """A graph node's target: ``fn`` (a ``torch._numpy`` function, an operator, a method name)
+    applied to tensors seen as arrays; results come back as tensors."""
+
+    def __init__(self, fn: Any, name: str) -> None:
+        self.fn = fn
+        self.__name__ = self.__qualname__ = f"numpy_{name}"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        args, kwargs = pytree.tree_map(_to_tnp, (args, kwargs))
+        if isinstance(self.fn, str):  # a method or attribute of the first array
+            attr = getattr(args[0], self.fn)
+            result = attr(*args[1:], **kwargs) if callable(attr) else attr
+        else:
+            result = self.fn(*args, **kwargs)
+        return pytree.tree_map(_from_tnp, result, is_leaf=lambda v: isinstance(v, tnp.ndarray))
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+_CALLS: dict[tuple[Any, str], NumpyCall] = {}
+
+
+def numpy_call(fn: Any, name: str) -> NumpyCall:
+    """One NumpyCall per function, so equal calls have equal graph targets."""
+    key = (fn, name)
+    if key not in _CALLS:
+        _CALLS[key] = NumpyCall(fn, name)
+    return _CALLS[key]
+
+
+# -- which NumPy callables are traced ----------------------------------------------------------
+# (NumPy module, its torch._numpy counterpart): functions of the same name are traced through it.
+# Left out on purpose, so they run eagerly: np.random (NumPy's random stream is its own, and a
+# graph would draw from torch's; torch.compile traces it that way, graphlift keeps eager's
+# numbers) and np.fft (NumPy computes in double precision, complex128 from float32 input, where
+# torch._numpy gives complex64; torch.compile returns that wrong dtype).
+TRACED_MODULES = ((np, tnp), (np.linalg, tnp.linalg))
+
+# NumPy classes and functions folded on constant arguments: called for real while tracing.
+FOLDED = frozenset({
+    np.dtype, np.iinfo, np.finfo, np.result_type, np.can_cast, np.promote_types,
+    *(t for t in np.sctypeDict.values() if isinstance(t, type) and issubclass(t, np.generic)),
+})
+
+# Functions whose 0-d result NumPy keeps as an array; every other 0-d result (ufuncs,
+# reductions, operators, integer indexing) is a NumPy scalar.
+ARRAY_RESULTS = frozenset({
+    "array", "asarray", "asanyarray", "ascontiguousarray", "asfortranarray", "copy", "zeros",
+    "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like", "reshape",
+    "squeeze", "expand_dims", "transpose", "swapaxes", "moveaxis", "broadcast_to", "atleast_1d",
+    "atleast_2d", "atleast_3d", "view", "astype", "ravel", "flatten",
+})
+
+
+def _traced_functions() -> dict[int, tuple[Any, Any]]:
+    table = {}
+    for module, counterpart in TRACED_MODULES:
+        for name in dir(counterpart):
+            ours, theirs = getattr(module, name, None), getattr(counterpart, name)
+            if not name.startswith("_") and callable(ours) and callable(theirs) and \
+                    not isinstance(ours, type) and not isinstance(ours, type(np)):
+                table[id(ours)] = (ours, theirs)
+    return table
+
+
+TRACED_FUNCTIONS = _traced_functions()  # id -> (the NumPy function, its torch._numpy one)
+
+
+def _register() -> None:
+    """Tell the trace rules which NumPy callables this module traces (they sit below us)."""
+    trace_rules.NUMPY_FUNCTIONS.update(TRACED_FUNCTIONS)
+    trace_rules.NUMPY_FUNCTIONS.update({id(fn): (fn, None) for fn in FOLDED})
+
+
+_register()
+
+
+# -- trackers ----------------------------------------------------------------------------------
+class NumpyArrayVariable(VariableTracker):
+    """An ``ndarray`` (or a NumPy scalar, ``scalar``) whose data is a tensor of the graph."""
+
+    def __init__(self, tensor: TensorVariable, scalar: bool = False,
+                 source: Source | None = None) -> None:
+        super().__init__(source)
+        self.tensor = tensor
+        self.scalar = scalar and tensor.fake.dim() == 0
+
+    def describe(self) -> str:
+        return f"ndarray {self.tensor.describe()}"
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(str(self.tensor.fake.dtype).removeprefix("torch."))
+
+    def python_type(self) -> type:
+        return self.dtype.type if self.scalar else np.ndarray
+
+    def truthy(self, tx: InstructionTranslator) -> bool:
+        raise Unsupported("branching on an ndarray's value depends on data",
+                          break_type="data_dependent_branch")
+
+    def var_getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        fake = self.tensor.fake
+        if name == "shape":
+            shape = shape_variable(tx, self.tensor)
+            return TupleVariable(shape.items) if isinstance(shape, TupleVariable) \
+                else ConstantVariable(tuple(shape.value))
+        if name in ARRAY_CONSTANT_ATTRS:
+            return ConstantVariable(ARRAY_CONSTANT_ATTRS[name](self, fake))
+        if name in ("T", "real", "imag", "mT"):
+            return call_numpy(tx, name, name, [self], {}, scalar=False)  # 0-d stays an array
+        if callable(getattr(tnp.ndarray, name, None)) and not name.startswith("_"):
+            return NumpyMethodVariable(self, name)
+        if not hasattr(np.ndarray, name):
+            raise raise_real(AttributeError(f"'numpy.ndarray' object has no attribute {name!r}"))
+        raise Unsupported(f"ndarray attribute {name!r} is not traced")
+
+    def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
+        if self.tensor.fake.dim() == 0:
+            raise raise_real(TypeError("iteration over a 0-d array"))
+        rows = specialize(tx.output, self.tensor.fake.shape[0])
+        return [call_numpy(tx, operator.getitem, "getitem", [self, ConstantVariable(i)], {},
+                           scalar=self.tensor.fake.dim() == 1)
+                for i in range(rows)]
+
+    def reconstruct(self, codegen: OutputCodegen) -> str:
+        if self.source is not None:
+            return codegen.source_expr(self.source)  # an input array is itself
+
+        def build(codegen: OutputCodegen) -> str:
+            array = f"{self.tensor.reconstruct(codegen)}.numpy()"
+            return f"{array}[()]" if self.scalar else array
+
+        return codegen.remember(self, build)
+
+
+# Attributes of an array that are constants of its metadata.
+ARRAY_CONSTANT_ATTRS = {
+    "ndim": lambda a, fake: fake.dim(),
+    "size": lambda a, fake: fake.numel(),
+    "dtype": lambda a, fake: a.dtype,
+    "itemsize": lambda a, fake: fake.element_size(),
+    "nbytes": lambda a, fake: fake.numel() * fake.element_size(),
+}
+
+
+class NumpyMethodVariable(VariableTracker):
+    """``a.sum`` before it is called."""
+
+    def __init__(self, array: NumpyArrayVariable, name: str) -> None:
+        super().__init__()
+        self.array, self.name = array, name
+
+    def describe(self) -> str:
+        return f"ndarray.{self.name}"
+
+    def call(self, tx, args, kwargs):
+        if self.name in INPLACE_METHODS:
+            raise Unsupported(f"ndarray.{self.name}() writes into the array (memory shared with "
+                              "a tensor)", break_type="side_effect")
+        if self.name in ("item", "tolist"):
+            raise Unsupported(f"ndarray.{self.name}() reads the array into Python",
+                              break_type="data_dependent")
+        return call_numpy(tx, self.name, self.name, [self.array, *args], kwargs,
+                          scalar=self.name not in ARRAY_RESULTS)
+
+
+INPLACE_METHODS = frozenset({"fill", "sort", "resize", "put", "itemset", "setfield", "partition"})
+
+
+class NumpyFunctionVariable(VariableTracker):
+    """A NumPy function or class: traced through torch._numpy, or folded (``target`` None)."""
+
+    callable_kind = True
+
+    def __init__(self, fn: Any, target: Any, source=None) -> None:
+        super().__init__(source)
+        self.fn, self.target = fn, target
+
+    def describe(self) -> str:
+        return f"numpy.{getattr(self.fn, '__name__', self.fn)}"
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def is_constant(self) -> bool:
+        return isinstance(self.fn, type)  # np.float32 as a dtype argument, isinstance()
+
+    def as_constant(self) -> Any:
+        return self.fn if isinstance(self.fn, type) else super().as_constant()
+
+    def call(self, tx, args, kwargs):
+        if self.target is None:
+            return _fold(self.fn, args, kwargs)
+        name = self.fn.__name__
+        return call_numpy(tx, self.target, name, args, kwargs, scalar=name not in ARRAY_RESULTS)
+
+    def reconstruct(self, codegen: OutputCodegen) -> str:
+        return codegen.source_expr(self.source) if self.source else codegen.constant(self.fn)
+
+
+def _fold(fn: Any, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> \
+        VariableTracker:
+    """``np.float32(2.0)``, ``np.iinfo(np.int32)``: the real NumPy object, as a constant."""
+    if not all(a.is_constant() for a in [*args, *kwargs.values()]):
+        raise Unsupported(f"numpy.{fn.__name__}() of values that are not constants")
+    values = [a.as_constant() for a in args]
+    keywords = {k: v.as_constant() for k, v in kwargs.items()}
+    try:
+        return ConstantVariable(fn(*values, **keywords))
+    except Exception as error:
+        raise raise_real(error) from error
+
+
+# -- the one place where NumPy calls are traced -------------------------------------------------
+def call_numpy(tx: InstructionTranslator, fn: Any, name: str, args: list[VariableTracker],
+               kwargs: dict[str, VariableTracker], scalar: bool = True) -> VariableTracker:
+    """``fn`` (a torch._numpy function, an operator, or an ndarray method's name) on trackers:
+    one graph node; tensor results come back as arrays (0-d ones as scalars if ``scalar``)."""
+    graph_args = [_unwrap(tx, a) for a in args]
+    graph_kwargs = {k: _unwrap(tx, v) for k, v in kwargs.items()}
+    for value in [*graph_args, *graph_kwargs.values()]:
+        if isinstance(value, TensorVariable) and value.fake.requires_grad:
+            raise Unsupported("a NumPy operation on a tensor that requires grad (eager raises)",
+                              break_type="user_exception")
+    result = call_torch(tx, "call_function", numpy_call(fn, name), graph_args, graph_kwargs)
+    return _as_arrays(result, scalar)
+
+
+def _unwrap(tx: InstructionTranslator, value: VariableTracker) -> VariableTracker:
+    """``value`` as a graph argument: an array's tensor, a NumPy dtype by name, a NumPy scalar
+    as a 0-d tensor of its dtype (FX cannot write NumPy objects into the graph's code)."""
+    if isinstance(value, NumpyArrayVariable):
+        return value.tensor
+    if isinstance(value, SliceVariable):
+        return SliceVariable([_unwrap(tx, p) for p in value.parts])
+    if type(value) is TupleVariable or isinstance(value, BaseListVariable):
+        return type(value)([_unwrap(tx, v) for v in value.items])
+    if isinstance(value, DictVariable):
+        return DictVariable({k: _unwrap(tx, v) for k, v in value.items.items()})
+    if not value.is_constant() or isinstance(value, TensorVariable):
+        return value
+    constant = value.as_constant()
+    if isinstance(constant, np.dtype) or \
+            (isinstance(constant, type) and issubclass(constant, np.generic)):
+        return ConstantVariable(np.dtype(constant).name)
+    if isinstance(constant, np.generic):
+        return call_torch(tx, "call_function", torch.tensor, [ConstantVariable(constant.item())],
+                          {"dtype": ConstantVariable(getattr(torch, constant.dtype.name))})
+    return value
+
+
+def _as_arrays(result: VariableTracker, scalar: bool) -> VariableTracker:
+    if isinstance(result, TensorVariable):
+        return NumpyArrayVariable(result, scalar)
+    if type(result) is TupleVariable:
+        return TupleVariable([_as_arrays(v, scalar) for v in result.items])
+    return result
+
+
+def has_array(*values: VariableTracker) -> bool:
+    """Whether an operator on ``values`` is a NumPy operator (an array among them)."""
+    return any(isinstance(v, NumpyArrayVariable) for v in values)
+
+
+def numpy_operator(tx: InstructionTranslator, op: Any, values: list[VariableTracker]) -> \
+        VariableTracker:
+    """``a + b``, ``a < 2``, ``-a``, ``a[i]`` with an array among the operands."""
+    if op in INPLACE_OPERATORS:
+        raise Unsupported(f"in-place {op.__name__} on an ndarray (its memory may be a tensor's)",
+                          break_type="side_effect")
+    if any(isinstance(v, TensorVariable) for v in values):
+        raise Unsupported(f"{op.__name__} of an ndarray and a tensor")
+    scalar = True
+    if op is operator.getitem:
+        index = values[1].as_constant() if values[1].is_constant() else None
+        parts = index if isinstance(index, tuple) else (index,)
+        scalar = not any(p is Ellipsis or p is None for p in parts)
+    return call_numpy(tx, op, op.__name__, values, {}, scalar=scalar)
+
+
+INPLACE_OPERATORS = frozenset({
+    operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
+    operator.imod, operator.ipow, operator.imatmul, operator.iand, operator.ior, operator.ixor,
+    operator.ilshift, operator.irshift, operator.setitem,
+})
+
+
+# -- tensors <-> arrays ------------------------------------------------------------------------
+def is_traceable_array(value: Any) -> bool:
+    """An ndarray input that ``torch.from_numpy`` takes as it is (the builder's row test)."""
+    return type(value) is np.ndarray and config.trace_numpy and value.dtype in TENSOR_DTYPES \
+        and value.flags.writeable and all(stride >= 0 for stride in value.strides)
+
+
+TENSOR_DTYPES = frozenset(np.dtype(name) for name in (
+    "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
+    "complex64", "complex128"))
+
+
+def wrap_array_input(tx: InstructionTranslator, value: np.ndarray,
+                     source: Source) -> VariableTracker:
+    """An ndarray from the frame's inputs: guarded as an ndarray, and a graph input fed from
+    ``torch.from_numpy`` (guarded like a tensor: dtype, shape, strides)."""
+    tx.guards.type_match(source, value)
+    tensor = tx.builder.wrap(torch.from_numpy(value), NumpyTensorSource(source))
+    return NumpyArrayVariable(tensor, source=source)
+
+
+
+def _tensor_numpy(tx: InstructionTranslator, tensor: TensorVariable, args: list,
+                  kwargs: dict) -> VariableTracker:
+    """``t.numpy()``: the array over the tensor's own memory (eager raises for grad)."""
+    if args or kwargs or tensor.fake.requires_grad:
+        raise Unsupported("Tensor.numpy() with arguments or on a tensor that requires grad",
+                          break_type="user_exception")
+    return NumpyArrayVariable(tensor)
+
+
+def _from_numpy(tx: InstructionTranslator, args: list, kwargs: dict) -> VariableTracker | None:
+    """``torch.from_numpy(a)`` / ``torch.as_tensor(a)``: the array's tensor (shared memory)."""
+    if len(args) == 1 and not kwargs and isinstance(args[0], NumpyArrayVariable):
+        return args[0].tensor
+    return None
+
+
+def _tensor_of_array(tx: InstructionTranslator, args: list, kwargs: dict) -> \
+        VariableTracker | None:
+    """``torch.tensor(a)``: a copy of the array's data."""
+    if len(args) == 1 and not kwargs and isinstance(args[0], NumpyArrayVariable):
+        return call_torch(tx, "call_method", "clone", [args[0].tensor], {})
+    return None
+
+
+ARRAY_METHODS["numpy"] = _tensor_numpy
+ARRAY_TORCH_FUNCTIONS.update({
+    torch.from_numpy: _from_numpy,
+    torch.as_tensor: _from_numpy,
+    torch.tensor: _tensor_of_array,
+})

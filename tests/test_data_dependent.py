@@ -1,0 +1,366 @@
+"""Data-dependent values: ``.item()``, ``.tolist()``, ``nonzero``, masks, ``unique`` in the graph.
+
+With ``config.capture_scalar_outputs`` / ``config.capture_dynamic_output_shape_ops`` (or
+``fullgraph=True``, which turns both on as torch.compile 2.13 does) these stay in the graph as
+*unbacked* symbols; Python needing such a value is a graph break of type GL0012. Every case runs
+eagerly, under graphlift and under torch.compile with the same settings (backend counting graphs,
+``torch._dynamo.reset()`` around it), and compares results, graphs and breaks.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import pytest
+import torch
+import torch._dynamo
+import torch._dynamo.testing
+from corpus.harness import assert_same
+
+import graphlift
+from graphlift.graph_break import listeners as break_listeners
+from graphlift.testing import CompileCounter
+
+CAPTURE = {"capture_scalar_outputs": True, "capture_dynamic_output_shape_ops": True}
+
+
+class _BreakLog(logging.Handler):
+    """Counts torch.compile's ``Graph break in user code`` records (TORCH_LOGS=graph_breaks)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith("Graph break in user code"):
+            self.count += 1
+
+
+def outcome(fn: Callable, args: tuple):
+    """The result, or the exception's type (a failed torch._check says the same in other words
+    inside a graph: "Runtime assertion failed for expression u0 <= 9")."""
+    try:
+        return fn(*args)
+    except Exception as error:
+        return (type(error),)
+
+
+def torch_compile_counts(fn: Callable, calls: list[tuple], fullgraph: bool = False,
+                         **settings) -> tuple[int, int, list]:
+    """(graphs, breaks, results) of torch.compile with these dynamo settings, from a reset."""
+    torch._dynamo.reset()
+    counter = torch._dynamo.testing.CompileCounter()
+    log = _BreakLog()
+    logger = logging.getLogger("torch._dynamo")
+    torch._logging.set_logs(graph_breaks=True)
+    logger.addHandler(log)
+    try:
+        with torch._dynamo.config.patch(**settings):
+            compiled = torch.compile(fn, backend=counter, fullgraph=fullgraph)
+            results = [outcome(compiled, args) for args in calls]
+    finally:
+        logger.removeHandler(log)
+        torch._logging.set_logs()
+        torch._dynamo.reset()
+    return counter.frame_count, log.count, results
+
+
+def graphlift_counts(fn: Callable, calls: list[tuple], fullgraph: bool = False,
+                     **settings) -> tuple[int, int, list]:
+    """(graphs, breaks, results) of graphlift with the same settings; breaks of resume functions
+    included."""
+    counter = CompileCounter()
+    seen: list = []  # every break record, resume functions' included
+    break_listeners.append(seen.append)
+    try:
+        with graphlift.config.patch(**settings):
+            compiled = graphlift.compile(fn, backend=counter, fullgraph=fullgraph)
+            results = [outcome(compiled, args) for args in calls]
+    finally:
+        break_listeners.remove(seen.append)
+    # torch.compile logs a break once per place in the user's code (a recompiled resume function
+    # that breaks at the same print is not logged again): count places.
+    return counter.frame_count, len({record.user_stack for record in seen}), results
+
+
+def check(fn: Callable, calls: list[tuple], fullgraph: bool = False, **settings) -> tuple:
+    """Eager, graphlift and torch.compile agree on every call; graphlift's counts equal
+    torch.compile's. Returns graphlift's (graphs, breaks)."""
+    eager = [outcome(fn, args) for args in calls]
+    graphs, breaks, got = graphlift_counts(fn, calls, fullgraph, **settings)
+    tc_graphs, tc_breaks, tc_got = torch_compile_counts(fn, calls, fullgraph, **settings)
+    for expected, mine, theirs in zip(eager, got, tc_got):
+        assert_same(expected, mine)
+        if not isinstance(expected, tuple) or not isinstance(expected[0], type):
+            assert_same(expected, theirs)
+    assert (graphs, breaks) == (tc_graphs, tc_breaks)
+    return graphs, breaks
+
+
+def vec(*values: float) -> torch.Tensor:
+    return torch.tensor(values)
+
+
+def ivec(*values: int) -> torch.Tensor:
+    return torch.tensor(values)
+
+
+# -- the functions --------------------------------------------------------------------------
+def scale_by_sum(x):
+    n = x.sum().item()
+    return x * n
+
+
+def int_item_arith(x):
+    n = x.max().item()
+    return x + n * 2 - 1
+
+
+def branch_on_item(x):
+    n = x.sum().item()
+    if n > 0:
+        return x + 1
+    return x - 1
+
+
+def range_of_item(x):
+    n = x.sum().int().item()
+    out = x
+    for _ in range(n):
+        out = out + 1
+    return out
+
+
+def tolist_ints(x):
+    return x.tolist()
+
+
+def tolist_matrix(x):
+    rows = x.tolist()
+    return rows, x + 1
+
+
+def tolist_floats(x):
+    return x.tolist()
+
+
+def nonzero_of(x):
+    return torch.nonzero(x > 0)
+
+
+def masked(x):
+    return x[x > 0] * 2
+
+
+def masked_select_of(x):
+    return torch.masked_select(x, x > 0).sum()
+
+
+def unique_of(x):
+    return torch.unique(x)
+
+
+def mask_size_read(x):
+    y = x[x > 0]
+    return y * y.shape[0]
+
+
+def branch_on_mask_size(x):
+    y = x[x > 0]
+    if y.shape[0] > 1:
+        return y + 1
+    return y - 1
+
+
+def zeros_of_item(x):
+    n = x.max().item()
+    torch._check(n >= 0)
+    return torch.zeros(n)
+
+
+def checked_item(x):
+    n = x.sum().int().item()
+    torch._check(n < 10)
+    return x + n
+
+
+def checked_size(x):
+    n = x.max().item()
+    torch._check_is_size(n)
+    return torch.ones(n) * 2
+
+
+# -- capture off: graph breaks, as torch.compile ---------------------------------------------
+@pytest.mark.parametrize("fn, arg", [
+    (scale_by_sum, vec(1., -2., 3.)),
+    (branch_on_item, vec(1., -2., 3.)),
+    (tolist_ints, ivec(1, 2, 3)),
+    (nonzero_of, vec(1., -2., 3.)),
+    (unique_of, ivec(3, 1, 3)),
+    (checked_item, vec(1., 2.)),
+])
+def test_without_capture_data_dependent_calls_break(fn, arg):
+    graphs, breaks = check(fn, [(arg,)])
+    assert breaks == 1
+
+
+# -- capture on: one graph ------------------------------------------------------------------
+@pytest.mark.parametrize("fn, calls", [
+    (scale_by_sum, [(vec(1., -2., 3.),), (vec(4., 5., 6.),)]),
+    (int_item_arith, [(ivec(1, 5, 2),), (ivec(7, 0, 3),)]),
+    (tolist_ints, [(ivec(1, 2, 3),), (ivec(4, 5, 6),)]),
+    (tolist_matrix, [(torch.arange(6).reshape(2, 3),)]),
+    (nonzero_of, [(vec(1., -2., 3.),), (vec(-1., -2., -3.),), (vec(1., 2., 3.),)]),
+    (masked, [(vec(1., -2., 3.),), (vec(-1., 2., 4.),)]),
+    (masked_select_of, [(vec(1., -2., 3.),)]),
+    (unique_of, [(ivec(3, 1, 3),), (ivec(1, 2, 3),)]),
+    (mask_size_read, [(vec(1., -2., 3.),), (vec(5., 6., 7.),)]),
+    (zeros_of_item, [(ivec(1, 3, 2),), (ivec(0, 0, 0),)]),
+    (checked_size, [(ivec(1, 3, 2),)]),
+])
+@pytest.mark.filterwarnings("ignore:_check_is_size will be removed:FutureWarning")
+def test_with_capture_data_dependent_values_stay_in_one_graph(fn, calls):
+    graphs, breaks = check(fn, calls, **CAPTURE)
+    assert (graphs, breaks) == (1, 0)
+
+
+@pytest.mark.parametrize("fn, arg", [
+    (scale_by_sum, vec(1., -2., 3.)),
+    (nonzero_of, vec(1., -2., 3.)),
+    (masked, vec(1., -2., 3.)),
+    (tolist_ints, ivec(1, 2, 3)),
+])
+def test_fullgraph_turns_capture_on(fn, arg):
+    assert check(fn, [(arg,)], fullgraph=True) == (1, 0)
+
+
+def test_capture_is_off_by_default_and_named_as_in_torch_compile():
+    defaults = graphlift.config.defaults()
+    assert defaults["capture_scalar_outputs"] is False
+    assert defaults["capture_dynamic_output_shape_ops"] is False
+    assert torch._dynamo.config.capture_scalar_outputs is False
+    assert torch._dynamo.config.capture_dynamic_output_shape_ops is False
+
+
+def test_item_is_a_graph_node_with_an_unbacked_symbol():
+    counter = CompileCounter()
+    with graphlift.config.patch(capture_scalar_outputs=True):
+        graphlift.compile(scale_by_sum, backend=counter)(vec(1., 2.))
+    (graph,) = counter.graphs
+    (item,) = [n for n in graph.graph.nodes if n.target == "item"]
+    assert str(item.meta["example_value"]).startswith("zuf")  # a float without a value
+    assert item.meta["unbacked_bindings"]
+
+
+def test_float_tolist_breaks_as_in_torch_compile():
+    graphs, breaks = check(tolist_floats, [(vec(1.5, 2.5),)], **CAPTURE)
+    assert breaks == 1
+
+
+# -- Python needing an unbacked value: GL0012 -------------------------------------------------
+@pytest.mark.parametrize("fn, calls", [
+    (branch_on_item, [(vec(1., -2., 3.),), (vec(-5., 1., 1.),)]),
+    (range_of_item, [(vec(1., 0., 1.),)]),
+    (branch_on_mask_size, [(vec(1., -2., 3.),), (vec(1., -2., -3.),)]),
+])
+def test_python_needing_an_unbacked_value_is_a_clean_break(fn, calls):
+    seen = []
+    break_listeners.append(seen.append)
+    try:
+        graphs, breaks = check(fn, calls, **CAPTURE)
+    finally:
+        break_listeners.remove(seen.append)
+    assert breaks == 1
+    assert seen and seen[0].break_type.value == "data_dependent_guard" and seen[0].id == "GL0012"
+
+
+def test_a_branch_on_an_unbacked_value_under_fullgraph_raises_unsupported():
+    with pytest.raises(graphlift.Unsupported) as info:
+        graphlift.compile(branch_on_item, fullgraph=True)(vec(1., 2.))
+    assert "GL0012" in str(info.value) and "if n > 0:" in str(info.value)
+
+
+# -- torch._check: asserts inside the graph ----------------------------------------------------
+def test_check_becomes_a_runtime_assert_that_raises_as_eager():
+    calls = [(vec(1., 2.),), (vec(5., 6.),)]  # the second sums to 11: torch._check fails
+    check(checked_item, calls, **CAPTURE)
+    counter = CompileCounter()
+    with graphlift.config.patch(capture_scalar_outputs=True):
+        compiled = graphlift.compile(checked_item, backend=counter)
+        compiled(vec(1., 2.))
+        with pytest.raises(RuntimeError, match="u0 < 10|u0 <= 9"):
+            compiled(vec(5., 6.))
+    assert counter.frame_count == 1  # the failing call was a hit: the graph itself raised
+    assert "_assert_scalar" in counter.graphs[0].code
+
+
+# -- mark_unbacked ---------------------------------------------------------------------------
+def double_plus_length(x):
+    return x * 2 + x.shape[0]
+
+
+def branch_on_length(x):
+    if x.shape[0] > 1:
+        return x + 1
+    return x - 1
+
+
+@pytest.mark.parametrize("fn, graphs, breaks", [
+    (double_plus_length, 1, 0),  # one entry for every size, 0 and 1 included
+    (branch_on_length, 3, 1),  # the branch breaks; each side's resume function compiles
+])
+def test_mark_unbacked_dimension_serves_every_size(fn, graphs, breaks):
+    sizes = (1, 5, 8, 0)
+    mine, theirs = CompileCounter(), torch._dynamo.testing.CompileCounter()
+    compiled = graphlift.compile(fn, backend=mine)
+    torch._dynamo.reset()
+    reference = torch.compile(fn, backend=theirs)
+    for n in sizes:
+        x = torch.randn(n, 3)
+        graphlift.mark_unbacked(x, 0)
+        torch._dynamo.decorators.mark_unbacked(x, 0)
+        assert_same(fn(x), compiled(x))
+        assert_same(fn(x), reference(x))
+    torch._dynamo.reset()
+    assert (mine.frame_count, graphlift.stats(compiled).graph_breaks) == (graphs, breaks)
+    assert theirs.frame_count == graphs
+    guards = graphlift.cache_entries(compiled)[-1].guards
+    assert not any("size()[0]" in g for g in guards)  # no guard on the unbacked size
+
+
+def test_mark_unbacked_checks_its_arguments():
+    with pytest.raises(IndexError):
+        graphlift.mark_unbacked(torch.ones(2), 1)
+    with pytest.raises(TypeError):
+        graphlift.mark_unbacked([1, 2], 0)
+
+
+# -- floats carried into resume functions stay inputs ------------------------------------------
+def float_across_item_break(x):
+    s = x.sum().item()  # capture off: a break; the resume function receives s as a float
+    return x * s + 1.0
+
+
+def float_computed_then_print(x):
+    s = x.sum().item()
+    t = s * 2.0
+    print("mid")  # a second break: the resume function receives t
+    return x * t
+
+
+@pytest.mark.parametrize("fn, graphs", [
+    (float_across_item_break, 3),  # the frame; its resume function static, then dynamic
+    (float_computed_then_print, 4),  # each of the two resume functions static, then dynamic
+])
+def test_a_float_read_by_a_resume_function_becomes_an_input_not_a_guard(fn, graphs, capsys):
+    calls = [(torch.ones(3) * i,) for i in range(1, 9)]  # eight different floats
+    assert check(fn, calls)[0] == graphs
+    counter = CompileCounter()
+    compiled = graphlift.compile(fn, backend=counter)
+    for args in calls:
+        compiled(*args)
+    resumed = [g for g in counter.graphs if any(n.op == "placeholder" and "float" in n.name
+                                                 or n.target == "item" for n in g.graph.nodes)]
+    assert resumed, "the changing float reaches a graph as an input"
+    capsys.readouterr()

@@ -1,0 +1,221 @@
+"""NumPy code in the graph: arrays from tensors, NumPy functions, methods, operators and dtypes
+traced through ``torch._numpy``; real ndarrays and NumPy scalars out.
+
+Every case runs eagerly, under graphlift and under torch.compile (backend counting graphs,
+``torch._dynamo.reset()`` around it); results must equal eager's in value, type and dtype, and
+graphlift's graph and break counts torch.compile's, except where a comment says why not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+import torch
+from test_data_dependent import graphlift_counts, outcome, torch_compile_counts
+
+import graphlift
+from graphlift.testing import CompileCounter
+
+
+def assert_same_numpy(eager, compiled, path: str = "result") -> None:
+    """Equal values and types, ndarrays by dtype, shape and values; NumPy scalars by type."""
+    assert type(eager) is type(compiled), \
+        f"{path}: {type(compiled).__name__}, eager gives {type(eager).__name__}"
+    if isinstance(eager, (np.ndarray, np.generic)):
+        assert eager.dtype == compiled.dtype and np.shape(eager) == np.shape(compiled), path
+        np.testing.assert_allclose(compiled, eager, rtol=1e-5, atol=1e-6, err_msg=path)
+    elif isinstance(eager, torch.Tensor):
+        torch.testing.assert_close(compiled, eager)
+    elif isinstance(eager, (tuple, list)):
+        assert len(eager) == len(compiled), path
+        for i, (e, c) in enumerate(zip(eager, compiled)):
+            assert_same_numpy(e, c, f"{path}[{i}]")
+    else:
+        assert eager == compiled, f"{path}: {compiled!r}, eager gives {eager!r}"
+
+
+def check(fn: Callable, calls: list[tuple], tc: tuple[int, int] | None = None,
+          **settings) -> tuple[int, int]:
+    """Eager and graphlift agree on every call; graphlift's (graphs, breaks) equal
+    torch.compile's, or ``tc`` where torch.compile differs on purpose (a comment says why)."""
+    eager = [outcome(fn, args) for args in calls]
+    graphs, breaks, got = graphlift_counts(fn, calls, **settings)
+    for expected, mine in zip(eager, got):
+        assert_same_numpy(expected, mine)
+    reference = torch_compile_counts(fn, calls, **settings)[:2]  # same names in torch._dynamo
+    assert reference == (tc or (graphs, breaks)), reference
+    return graphs, breaks
+
+
+def m23() -> torch.Tensor:
+    return torch.arange(6.).reshape(2, 3)
+
+
+# -- the functions --------------------------------------------------------------------------
+def ufuncs(x):
+    a = x.numpy()
+    return np.sin(a) * 2 + np.exp(-a)
+
+
+def reduction_to_scalar(x):
+    a = x.numpy()
+    return a.sum(), np.mean(a), a.max(axis=0)
+
+
+def round_trip(x):
+    a = np.asarray(x)
+    return torch.from_numpy(np.cos(a)) + x
+
+
+def linalg(x):
+    a = x.numpy()
+    return np.linalg.norm(a), np.linalg.norm(a, axis=1)
+
+
+def fft(x):
+    return np.fft.fft(x.numpy())  # complex128 in NumPy from float32 input
+
+
+def promotion(x):
+    return np.ones(3) + x.numpy()  # float64 + float32: NumPy promotes to float64
+
+
+def scalars_and_dtypes(x):
+    a = x.numpy()
+    b = np.float32(2.0) * a
+    return b, b.dtype == np.float32, np.iinfo(np.int32).max, a.astype(np.float64)
+
+
+def indexing(x):
+    a = x.numpy()
+    return a[0], a[0, 1], a[:, 1:], a[..., 0]
+
+
+def metadata(x):
+    a = x.numpy() + 1
+    return a.shape, a.ndim, a.size, a.dtype, a.T
+
+
+def comparisons(x):
+    a = x.numpy()
+    return np.where(a > 2, a, -a), (a == 1).any()
+
+
+def same_array_twice(x):
+    a = x.numpy() * 2
+    return a, a
+
+
+def view_of_input(x):
+    return x.numpy()
+
+
+def random_draw(x):
+    return np.random.rand(3) + x.numpy()
+
+
+def in_place(x):
+    a = x.numpy()
+    a += 1  # writes into x's memory
+    return a
+
+
+# -- cases that match torch.compile ------------------------------------------------------------
+@pytest.mark.parametrize("fn", [ufuncs, reduction_to_scalar, round_trip, linalg, promotion,
+                                indexing, comparisons])
+def test_numpy_code_is_one_graph_with_eager_results(fn):
+    assert check(fn, [(m23(),), (m23() - 3,)]) == (1, 0)
+
+
+def test_an_array_that_leaves_the_frame_is_a_real_ndarray_and_numpy_scalars_stay_scalars():
+    counter = CompileCounter()
+    compiled = graphlift.compile(reduction_to_scalar, backend=counter)
+    total, mean, column_max = compiled(m23())
+    assert type(total) is np.float32 and type(mean) is np.float32  # torch.compile: 0-d arrays
+    assert type(column_max) is np.ndarray and column_max.dtype == np.float32
+    assert "numpy_sum" in counter.graphs[0].code  # a node of the graph, not a break
+
+
+def test_the_same_array_returned_twice_is_one_object():
+    first, second = graphlift.compile(same_array_twice)(m23())
+    assert first is second
+
+
+def sine_of_array(a):
+    return np.sin(a) + 1, a
+
+
+def test_an_ndarray_argument_is_a_graph_input_and_comes_back_as_itself():
+    calls = [(np.arange(6.).reshape(2, 3),), (np.ones((2, 3)),)]
+    assert check(sine_of_array, calls) == (1, 0)
+    compiled = graphlift.compile(sine_of_array)
+    array = np.ones(4, dtype=np.float32)
+    assert compiled(array)[1] is array
+    guards = graphlift.cache_entries(compiled)[0].guards
+    assert "type(L['a']) is numpy.ndarray" in guards
+    assert "torch.from_numpy(L['a']).dtype == torch.float32" in guards
+    compiles = graphlift.stats(compiled).compiles
+    assert_same_numpy(sine_of_array(np.ones(4, dtype=np.int64)),
+                      compiled(np.ones(4, dtype=np.int64)))  # another dtype: a recompile
+    assert graphlift.stats(compiled).compiles == compiles + 1
+
+
+def test_an_array_of_an_input_shares_its_memory_as_in_eager():
+    x = m23()
+    a = graphlift.compile(view_of_input)(x)
+    x[0, 0] = 42.0
+    assert a[0, 0] == 42.0
+
+
+def test_trace_numpy_off_makes_numpy_calls_breaks():
+    # torch.compile does not compile the resume functions after x.numpy() (no tensor arguments);
+    # graphlift does, and breaks again in them at np.sin and at the operator on an ndarray.
+    assert check(ufuncs, [(m23(),)], tc=(0, 1), trace_numpy=False) == (0, 3)
+
+
+@pytest.mark.parametrize("fn", [scalars_and_dtypes, metadata])
+def test_ndarray_dtype_is_a_constant(fn):
+    # torch.compile 2.13 cannot trace ndarray.dtype: a break it cannot resume from (1, 1).
+    assert check(fn, [(m23(),), (m23() + 1,)], tc=(1, 1)) == (1, 0)
+
+
+# -- where graphlift stays eager on purpose -----------------------------------------------------
+def test_np_random_keeps_numpys_own_stream():
+    """torch.compile draws from torch's random stream instead ((1, 0)): the numbers differ from
+    eager's. graphlift breaks at the draw, so a seeded program gets eager's numbers."""
+    compiled = graphlift.compile(random_draw)
+    np.random.seed(0)
+    expected = random_draw(m23())
+    np.random.seed(0)
+    np.testing.assert_array_equal(compiled(m23()), expected)
+    assert torch_compile_counts(random_draw, [(m23(),)])[:2] == (1, 0)
+    graphs, breaks, _ = graphlift_counts(random_draw, [(m23(),)])
+    assert (graphs, breaks) == (1, 1)  # the resume function adds the drawn array: one graph
+
+
+def test_np_fft_runs_eagerly_with_numpys_dtype():
+    # torch.compile traces it in one graph (1, 0) and returns complex64, where NumPy gives
+    # complex128: graphlift breaks at the call and gives eager's array.
+    check(fft, [(m23(),)], tc=(1, 0))
+
+
+def test_in_place_operators_on_arrays_run_eagerly_and_write_into_the_tensor():
+    x, y = m23(), m23()
+    expected = in_place(x)
+    with contextlib.redirect_stdout(io.StringIO()):
+        got = graphlift.compile(in_place)(y)
+    assert_same_numpy(expected, got)
+    torch.testing.assert_close(x, y)  # the write reached the tensor, as in eager
+
+
+def test_numpy_of_a_tensor_that_requires_grad_raises_as_eager():
+    x = m23().requires_grad_()
+    with pytest.raises(RuntimeError) as eager:
+        view_of_input(x)
+    with pytest.raises(RuntimeError) as compiled:
+        graphlift.compile(view_of_input)(x)
+    assert str(compiled.value) == str(eager.value)
