@@ -220,7 +220,9 @@ class OutputGraph:
     def bind_unbacked(self, node: torch.fx.Node, result: Any) -> None:
         """Record on ``node`` the unbacked symbols its result introduces (``u0`` of ``item()``,
         the size of ``nonzero``): the runtime-assert pass reads them where they become known."""
-        bindings = compute_unbacked_bindings(self.shape_env, result)
+        if self._shape_env is None:
+            return  # no ShapeEnv, no symbols: nothing unbacked
+        bindings = compute_unbacked_bindings(self._shape_env, result)
         if bindings:
             node.meta["unbacked_bindings"] = bindings
             self.has_unbacked = True
