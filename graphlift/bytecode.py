@@ -2,8 +2,8 @@
 
 graphlift supports CPython 3.11 and 3.12. Each version's bytecode is decoded into one normalized
 form whose opcode names are 3.11's (the canonical form), so opcode handlers never branch on the
-version: 3.12's ``POP_JUMP_IF_TRUE`` becomes ``POP_JUMP_FORWARD_IF_TRUE`` or
-``POP_JUMP_BACKWARD_IF_TRUE`` by its direction, ``LOAD_ATTR`` with its method bit becomes
+version: 3.12's ``POP_JUMP_IF_TRUE`` (which only jumps forward) becomes
+``POP_JUMP_FORWARD_IF_TRUE``, ``LOAD_ATTR`` with its method bit becomes
 ``LOAD_METHOD``, each ``CALL_INTRINSIC_1`` function gets the name of the 3.11 opcode it replaced,
 and jumps over ``END_FOR`` / ``END_SEND`` land where the interpreter lands. Opcodes new in a
 version that have no 3.11 counterpart keep their own names (``RETURN_CONST``, ``BINARY_SLICE``,
@@ -44,6 +44,9 @@ _RENAMED: dict[tuple[int, int], dict[str, str]] = {
         "LOAD_FAST_CHECK": "LOAD_FAST",  # LOAD_FAST that may find the local unbound
         "LOAD_FROM_DICT_OR_DEREF": "LOAD_CLASSDEREF",  # a free variable read in a class body
         "LOAD_FROM_DICT_OR_GLOBALS": "LOAD_NAME",  # a global read in a class body
+        # 3.12's conditional jumps only go forward (loops end with JUMP_BACKWARD).
+        **{f"POP_JUMP_IF_{stem}": f"POP_JUMP_FORWARD_IF_{stem}"
+           for stem in ("TRUE", "FALSE", "NONE", "NOT_NONE")},
     },
 }
 
@@ -54,12 +57,6 @@ _INTRINSIC_1 = ("INTRINSIC_1_INVALID", "PRINT_EXPR", "IMPORT_STAR", "STOPITERATI
                 "INTRINSIC_TYPEALIAS")
 _INTRINSIC_2 = ("INTRINSIC_2_INVALID", "PREP_RERAISE_STAR", "INTRINSIC_TYPEVAR_WITH_BOUND",
                 "INTRINSIC_TYPEVAR_WITH_CONSTRAINTS", "INTRINSIC_SET_FUNCTION_TYPE_PARAMS")
-
-
-def _by_direction(stem: str) -> tuple[Callable[[dis.Instruction], str], tuple[str, ...]]:
-    """3.12's direction-free conditional jump -> 3.11's forward or backward form."""
-    forward, backward = f"POP_JUMP_FORWARD_{stem}", f"POP_JUMP_BACKWARD_{stem}"
-    return (lambda inst: backward if inst.argval <= inst.offset else forward), (forward, backward)
 
 
 def _by_low_bit(plain: str, method: str) -> tuple[Callable[[dis.Instruction], str],
@@ -78,8 +75,6 @@ _BY_ARGUMENT: dict[tuple[int, int], dict[str, tuple[Callable[[dis.Instruction], 
                                                     tuple[str, ...]]]] = {
     (3, 11): {},
     (3, 12): {
-        **{f"POP_JUMP_IF_{stem}": _by_direction(f"IF_{stem}")
-           for stem in ("TRUE", "FALSE", "NONE", "NOT_NONE")},
         "LOAD_ATTR": _by_low_bit("LOAD_ATTR", "LOAD_METHOD"),
         "LOAD_SUPER_ATTR": _by_low_bit("LOAD_SUPER_ATTR", "LOAD_SUPER_METHOD"),
         "CALL_INTRINSIC_1": _by_table(_INTRINSIC_1),
@@ -239,6 +234,41 @@ def user_handler(code: types.CodeType, offset: int) -> Any:
         return None
     target = next(inst for inst in decode(code) if inst.offset == entry.target)
     return None if target.opname == "STOPITERATION_ERROR" else entry
+
+
+# Instructions after which execution never goes on to the next one.
+_NO_FALLTHROUGH = frozenset({"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT",
+                             "RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"})
+
+
+def normal_flow(code: types.CodeType) -> frozenset[int]:
+    """Offsets reachable from the start without raising: all but the exception handlers.
+
+    3.12 places handlers after the function's last return, and a handler that goes on after
+    its ``try`` or ``with`` block jumps backward: such a jump is no loop.
+    """
+    instructions = decode(code)
+    index_of = {inst.offset: i for i, inst in enumerate(instructions)}
+    seen: set[int] = set()
+    todo = [0]
+    while todo:
+        i = todo.pop()
+        if i >= len(instructions) or instructions[i].offset in seen:
+            continue
+        inst = instructions[i]
+        seen.add(inst.offset)
+        if inst.opname not in _NO_FALLTHROUGH:
+            todo.append(i + 1)
+        if isinstance(inst.argval, int) and inst.opname in _JUMPS and inst.argval in index_of:
+            todo.append(index_of[inst.argval])
+    return frozenset(seen)
+
+
+# Every jump opcode's canonical name (their argvals are target offsets).
+_JUMPS = frozenset({"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "FOR_ITER",
+                    "SEND", "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP",
+                    *(f"POP_JUMP_{way}_IF_{stem}" for way in ("FORWARD", "BACKWARD")
+                      for stem in ("TRUE", "FALSE", "NONE", "NOT_NONE"))})
 
 
 # Per code object, dropped with it: decoded instructions and parsed exception tables.

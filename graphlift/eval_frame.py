@@ -454,7 +454,11 @@ def trim_traceback(error: BaseException) -> None:
     a ``TranslationError`` under ``raise_internal_errors``) keep every frame: their traceback is
     the bug report. So does everything under ``config.verbose``.
     """
-    if config.verbose or _is_graphlifts_own_bug(error):
+    try:
+        verbose = config.verbose
+    except RecursionError:  # 3.12: no frame to spare for config's __getattr__; trim anyway
+        verbose = False
+    if verbose or _is_graphlifts_own_bug(error):
         return
     error.__traceback__ = _trimmed(error.__traceback__, getattr(error, _GL_TRIMMED, None))
     try:

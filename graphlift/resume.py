@@ -87,9 +87,13 @@ def _try_ranges(code: types.CodeType) -> list[tuple[int, int]]:
 
 
 def _loop_ranges(code: types.CodeType) -> list[tuple[int, int]]:
-    """[target, offset] of every backward jump: the bytecode of each loop body."""
+    """[target, offset] of every backward jump: the bytecode of each loop body. A jump from an
+    exception handler back into the normal flow (3.12's handlers follow the last return) is
+    the end of a try or with block, not a loop."""
+    normal = bytecode.normal_flow(code)
     return [(inst.argval, inst.offset) for inst in bytecode.decode(code)
-            if inst.opname.startswith(("JUMP_BACKWARD", "POP_JUMP_BACKWARD"))]
+            if inst.opname.startswith(("JUMP_BACKWARD", "POP_JUMP_BACKWARD"))
+            and (inst.offset in normal or inst.argval not in normal)]
 
 
 def _is_with_handler(code: types.CodeType, target: int) -> bool:

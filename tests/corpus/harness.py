@@ -173,8 +173,8 @@ def assert_same_outcome(eager: Outcome, compiled: Outcome) -> None:
 # -- bytecode ----------------------------------------------------------------------------------
 def opnames(code: types.CodeType) -> set[str]:
     """Opcode names in ``code`` and in every code object nested in its constants: CPython's
-    own and the instruction layer's normalized ones (3.12's POP_JUMP_IF_TRUE backwards is
-    POP_JUMP_BACKWARD_IF_TRUE there)."""
+    own and the instruction layer's normalized ones (3.12's POP_JUMP_IF_TRUE is
+    POP_JUMP_FORWARD_IF_TRUE there)."""
     names = {inst.opname for inst in dis.get_instructions(code)}
     names |= {inst.opname for inst in bytecode.decode(code)}
     for const in code.co_consts:
