@@ -580,10 +580,12 @@ class InstructionTranslator:
         self.push(obj.var_getattr(self, inst.argval))
 
     def LOAD_SUPER_ATTR(self, inst: Instruction) -> None:
-        # super().name: the global super, the class and the first argument are on the stack.
+        # super().name: the global super, the class and the first argument are on the stack;
+        # the argument's bit 2 marks super(cls, obj), else super() is called without arguments
+        # (which matters where the global super is not the builtin).
         obj = self.pop()
         cls = self.pop()
-        proxy = self.pop().call(self, [cls, obj], {})
+        proxy = self.pop().call(self, [cls, obj] if inst.arg & 2 else [], {})
         self.push(proxy.var_getattr(self, inst.argval))
 
     def LOAD_SUPER_METHOD(self, inst: Instruction) -> None:
