@@ -1,7 +1,7 @@
 """graphlift: a TorchDynamo-style JIT frontend for PyTorch, in Python you can read.
 
-``graphlift.compile(fn)`` runs ``fn`` by symbolically interpreting its CPython bytecode (3.11;
-3.12 partly, see the README).
+``graphlift.compile(fn)`` runs ``fn`` by symbolically interpreting its CPython bytecode (3.11,
+3.12).
 Torch operations become nodes of a ``torch.fx`` graph that a backend compiles; guards record what
 the graph assumed; the compiled entry is cached on the function's code object::
 
