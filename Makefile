@@ -1,17 +1,24 @@
 # Developer entry points. `make test` is what CI runs (.ci/run).
 
 PYTHON ?= python3.11
-VENV := .venv
+# One virtual environment per CPython minor version: .venv for 3.11 (torch's CPU wheel on this
+# machine's disk), .venv312 for 3.12 (torch's CUDA build from the registry, which runs on the
+# CPU). e.g. make test PYTHON=python3.12
+PYVER := $(shell $(PYTHON) -c 'import sys; print("%d%d" % sys.version_info[:2])')
+VENV := $(if $(filter 311,$(PYVER)),.venv,.venv$(PYVER))
+ifeq ($(PYVER),)
+$(error $(PYTHON) does not run; with pyenv: make test PYTHON=$$(pyenv prefix 3.12.1)/bin/python)
+endif
 BIN := $(VENV)/bin
 # Lint only the folders that exist yet; ruff fails on a missing path.
 LINT_PATHS := $(wildcard graphlift tests benchmarks examples)
 BENCHMARKS := $(sort $(wildcard benchmarks/*.py))
 
-.PHONY: venv demo test bench fuzz lint clean distclean
+.PHONY: venv demo test test-all bench fuzz lint clean distclean
 
 # One OpenMP thread: on a small shared machine, a busy neighbour core made 2-thread torch calls
 # 150-700x slower.
-demo test bench fuzz: export OMP_NUM_THREADS = 1
+demo test test-all bench fuzz: export OMP_NUM_THREADS = 1
 
 venv: $(VENV)/.installed
 
@@ -29,6 +36,12 @@ test: venv
 	$(BIN)/python -m pytest -q tests
 	$(BIN)/ruff check $(LINT_PATHS)
 
+# The suite on every CPython that has a virtual environment here (.venv, .venv312, ...).
+# CI runs 3.11 only (see README: 3.12 is partial).
+test-all:
+	@set -e; for venv in $(wildcard .venv .venv3*); do \
+	    echo "== $$venv"; $(MAKE) --no-print-directory test PYTHON=$$venv/bin/python; done
+
 bench: venv
 	@set -e; for script in $(BENCHMARKS); do echo "== $$script"; $(BIN)/python $$script; done
 
@@ -44,7 +57,7 @@ lint: venv
 # Build and test leftovers; keeps .venv, which takes a while to rebuild (see distclean).
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .ruff_cache
-	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
+	find . -path './.venv*' -prune -o -name __pycache__ -type d -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV)
+	rm -rf .venv .venv3*

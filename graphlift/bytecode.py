@@ -1,8 +1,15 @@
 """The instruction layer: decoding CPython bytecode for the translator, one version at a time.
 
-graphlift targets CPython 3.11 exactly. Everything that differs between versions (the CALL
-protocol, jump encoding, the exception table) is decoded here, so opcode handlers never branch on
-the version.
+graphlift supports CPython 3.11 and 3.12. Each version's bytecode is decoded into one normalized
+form whose opcode names are 3.11's (the canonical form), so opcode handlers never branch on the
+version: 3.12's ``POP_JUMP_IF_TRUE`` (which only jumps forward) becomes
+``POP_JUMP_FORWARD_IF_TRUE``, ``LOAD_ATTR`` with its method bit becomes
+``LOAD_METHOD``, each ``CALL_INTRINSIC_1`` function gets the name of the 3.11 opcode it replaced,
+and jumps over ``END_FOR`` / ``END_SEND`` land where the interpreter lands. Opcodes new in a
+version that have no 3.11 counterpart keep their own names (``RETURN_CONST``, ``BINARY_SLICE``,
+``LOAD_FAST_AND_CLEAR``...) and get handlers of their own. The tables below are the whole
+difference; :func:`canonical_names` tells the translator's import-time coverage check what each
+opcode of the running CPython can decode to.
 """
 
 from __future__ import annotations
@@ -11,13 +18,15 @@ import dis
 import sys
 import types
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-SUPPORTED_VERSIONS = ((3, 11),)
+SUPPORTED_VERSIONS = ((3, 11), (3, 12))
+VERSION: tuple[int, int] = tuple(sys.version_info[:2])
 
 
-def check_python_version(version: tuple[int, int] = sys.version_info[:2]) -> None:
+def check_python_version(version: tuple[int, int] = VERSION) -> None:
     """Raise with a clear message on a CPython whose bytecode graphlift does not know."""
     if tuple(version) not in SUPPORTED_VERSIONS:
         supported = ", ".join(f"{major}.{minor}" for major, minor in SUPPORTED_VERSIONS)
@@ -25,6 +34,116 @@ def check_python_version(version: tuple[int, int] = sys.version_info[:2]) -> Non
             f"graphlift interprets CPython bytecode and supports Python {supported} only; "
             f"this is Python {version[0]}.{version[1]}"
         )
+
+
+# -- normalization tables (3.12 -> the canonical 3.11 names) -----------------------------------
+# Opcodes renamed one to one.
+_RENAMED: dict[tuple[int, int], dict[str, str]] = {
+    (3, 11): {},
+    (3, 12): {
+        "LOAD_FAST_CHECK": "LOAD_FAST",  # LOAD_FAST that may find the local unbound
+        "LOAD_FROM_DICT_OR_DEREF": "LOAD_CLASSDEREF",  # a free variable read in a class body
+        "LOAD_FROM_DICT_OR_GLOBALS": "LOAD_NAME",  # a global read in a class body
+        # 3.12's conditional jumps only go forward (loops end with JUMP_BACKWARD).
+        **{f"POP_JUMP_IF_{stem}": f"POP_JUMP_FORWARD_IF_{stem}"
+           for stem in ("TRUE", "FALSE", "NONE", "NOT_NONE")},
+    },
+}
+
+# CALL_INTRINSIC_1/2 name their function by argument; most replaced a 3.11 opcode.
+_INTRINSIC_1 = ("INTRINSIC_1_INVALID", "PRINT_EXPR", "IMPORT_STAR", "STOPITERATION_ERROR",
+                "ASYNC_GEN_WRAP", "UNARY_POSITIVE", "LIST_TO_TUPLE", "INTRINSIC_TYPEVAR",
+                "INTRINSIC_PARAMSPEC", "INTRINSIC_TYPEVARTUPLE", "INTRINSIC_SUBSCRIPT_GENERIC",
+                "INTRINSIC_TYPEALIAS")
+_INTRINSIC_2 = ("INTRINSIC_2_INVALID", "PREP_RERAISE_STAR", "INTRINSIC_TYPEVAR_WITH_BOUND",
+                "INTRINSIC_TYPEVAR_WITH_CONSTRAINTS", "INTRINSIC_SET_FUNCTION_TYPE_PARAMS")
+
+
+def _by_low_bit(plain: str, method: str) -> tuple[Callable[[dis.Instruction], str],
+                                                   tuple[str, ...]]:
+    """The argument's low bit asks for a method load (NULL/self below the attribute)."""
+    return (lambda inst: method if inst.arg & 1 else plain), (plain, method)
+
+
+def _by_table(table: tuple[str, ...]) -> tuple[Callable[[dis.Instruction], str],
+                                               tuple[str, ...]]:
+    return (lambda inst: table[inst.arg]), table
+
+
+# Opcodes whose canonical name depends on the argument: (decoder, every name it gives).
+_BY_ARGUMENT: dict[tuple[int, int], dict[str, tuple[Callable[[dis.Instruction], str],
+                                                    tuple[str, ...]]]] = {
+    (3, 11): {},
+    (3, 12): {
+        "LOAD_ATTR": _by_low_bit("LOAD_ATTR", "LOAD_METHOD"),
+        "LOAD_SUPER_ATTR": _by_low_bit("LOAD_SUPER_ATTR", "LOAD_SUPER_METHOD"),
+        "CALL_INTRINSIC_1": _by_table(_INTRINSIC_1),
+        "CALL_INTRINSIC_2": _by_table(_INTRINSIC_2),
+    },
+}
+
+# Jumps whose canonical target is after the END_FOR / END_SEND they point at in 3.12 (FOR_ITER
+# jumps past END_FOR; the canonical SEND pops the receiver that END_SEND pops in 3.12).
+_SKIPS_END: dict[tuple[int, int], dict[str, str]] = {
+    (3, 11): {},
+    (3, 12): {"FOR_ITER": "END_FOR", "SEND": "END_SEND"},
+}
+
+# Opcodes a version added that keep their own names (handled or refused under them).
+_ADDED: dict[tuple[int, int], frozenset[str]] = {
+    (3, 11): frozenset(),
+    (3, 12): frozenset({"BINARY_SLICE", "STORE_SLICE", "END_FOR", "END_SEND", "CLEANUP_THROW",
+                        "LOAD_FAST_AND_CLEAR", "LOAD_LOCALS", "LOAD_SUPER_ATTR",
+                        "RETURN_CONST"}),
+}
+
+# Opcodes that never appear in a code object's co_code (instrumentation is removed from it,
+# the others exist only inside the interpreter), with the reason.
+NEVER_DECODED: dict[str, str] = {
+    "CACHE": "inline cache entries are skipped by the decoder",
+    "INTERPRETER_EXIT": "only in the interpreter's own entry frame",
+    "RESERVED": "a placeholder number, no instruction",
+    "ENTER_EXECUTOR": "only in code the tier-2 optimizer rewrote in place",
+}
+_INSTRUMENTED = "instrumentation (sys.monitoring) is stripped from co_code"
+
+
+def all_opnames() -> set[str]:
+    """Every real opcode name of the running CPython (pseudo-opcodes excluded)."""
+    return {name for name, number in dis.opmap.items()
+            if not name.startswith("<") and number < 256}
+
+
+def never_decoded(opname: str) -> str | None:
+    """Why an opcode of this CPython never reaches the translator (None: it can)."""
+    if opname.startswith("INSTRUMENTED_"):
+        return _INSTRUMENTED
+    return NEVER_DECODED.get(opname)
+
+
+def canonical_names(opname: str, version: tuple[int, int] = VERSION) -> tuple[str, ...]:
+    """The canonical names an opcode of ``version`` can decode to."""
+    if opname in _BY_ARGUMENT[version]:
+        return _BY_ARGUMENT[version][opname][1]
+    return (_RENAMED[version].get(opname, opname),)
+
+
+def decoded_elsewhere() -> set[str]:
+    """Canonical names some supported version decodes to (for the coverage check's test that
+    a refused name is no leftover)."""
+    names = {name for table in _RENAMED.values() for name in table.values()}
+    names.update(*_ADDED.values())
+    for table in _BY_ARGUMENT.values():
+        for _, produced in table.values():
+            names.update(produced)
+    return names
+
+
+def _canonical(inst: dis.Instruction) -> str:
+    by_argument = _BY_ARGUMENT.get(VERSION, {}).get(inst.opname)
+    if by_argument is not None:
+        return by_argument[0](inst)
+    return _RENAMED.get(VERSION, {}).get(inst.opname, inst.opname)
 
 
 @dataclass(frozen=True)
@@ -57,28 +176,35 @@ def decode(code: types.CodeType) -> tuple[Instruction, ...]:
 
 
 def _decode(code: types.CodeType) -> list[Instruction]:
+    raw = list(dis.get_instructions(code))
+    index_of = {inst.offset: i for i, inst in enumerate(raw)}
+    skips = _SKIPS_END.get(VERSION, {})
+    targets = set()
     result = []
     lineno = code.co_firstlineno
-    for inst in dis.get_instructions(code):
+    for inst in raw:
         if inst.positions is not None and inst.positions.lineno is not None:
             lineno = inst.positions.lineno
-        result.append(Instruction(inst.opname, inst.arg, inst.argval, inst.offset, lineno,
+        argval = inst.argval
+        if inst.opname in skips and raw[index_of[argval]].opname == skips[inst.opname]:
+            # Where the canonical form goes on: 3.12's FOR_ITER jumps past END_FOR; the
+            # canonical SEND pops the receiver itself, which END_SEND would pop.
+            argval = raw[index_of[argval] + 1].offset
+            targets.add(argval)
+        result.append(Instruction(_canonical(inst), inst.arg, argval, inst.offset, lineno,
                                   inst.is_jump_target))
-    return result
-
-
-def all_opnames() -> set[str]:
-    """Every real opcode name of the running CPython (pseudo-opcodes excluded)."""
-    return {name for name in dis.opmap if not name.startswith("<")}
+    return [inst if inst.offset not in targets else
+            Instruction(inst.opname, inst.arg, inst.argval, inst.offset, inst.lineno, True)
+            for inst in result]
 
 
 def kw_names(code: types.CodeType, inst: Instruction) -> tuple[str, ...]:
-    """KW_NAMES' argument indexes co_consts in 3.11."""
+    """KW_NAMES' argument indexes co_consts (3.11 and 3.12)."""
     return code.co_consts[inst.arg]
 
 
 def pushes_null(inst: Instruction) -> bool:
-    """LOAD_GLOBAL's low bit asks for a NULL below the value (3.11 CALL protocol)."""
+    """LOAD_GLOBAL's low bit asks for a NULL below the value (3.11 and 3.12 CALL protocol)."""
     return bool(inst.arg & 1)
 
 
@@ -88,11 +214,61 @@ def dump(code: types.CodeType) -> str:
 
 
 def exception_handler(code: types.CodeType, offset: int) -> Any:
-    """The 3.11 exception-table entry covering ``offset`` (start, end, target, depth, lasti)."""
+    """The exception-table entry covering ``offset`` (start, end, target, depth, lasti); the
+    table's format is the same in 3.11 and 3.12."""
     for entry in exception_table(code):
         if entry.start <= offset < entry.end:
             return entry
     return None
+
+
+def user_handler(code: types.CodeType, offset: int) -> Any:
+    """The entry covering ``offset`` that belongs to a try or with block of the source.
+
+    3.12 also covers a whole generator body with a handler of its own, which turns an escaping
+    StopIteration into RuntimeError (3.11 does it in C): that one is no block of the program
+    (None).
+    """
+    entry = exception_handler(code, offset)
+    if entry is None:
+        return None
+    target = next(inst for inst in decode(code) if inst.offset == entry.target)
+    return None if target.opname == "STOPITERATION_ERROR" else entry
+
+
+# Instructions after which execution never goes on to the next one.
+_NO_FALLTHROUGH = frozenset({"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT",
+                             "RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"})
+
+
+def normal_flow(code: types.CodeType) -> frozenset[int]:
+    """Offsets reachable from the start without raising: all but the exception handlers.
+
+    3.12 places handlers after the function's last return, and a handler that goes on after
+    its ``try`` or ``with`` block jumps backward: such a jump is no loop.
+    """
+    instructions = decode(code)
+    index_of = {inst.offset: i for i, inst in enumerate(instructions)}
+    seen: set[int] = set()
+    todo = [0]
+    while todo:
+        i = todo.pop()
+        if i >= len(instructions) or instructions[i].offset in seen:
+            continue
+        inst = instructions[i]
+        seen.add(inst.offset)
+        if inst.opname not in _NO_FALLTHROUGH:
+            todo.append(i + 1)
+        if isinstance(inst.argval, int) and inst.opname in _JUMPS and inst.argval in index_of:
+            todo.append(index_of[inst.argval])
+    return frozenset(seen)
+
+
+# Every jump opcode's canonical name (their argvals are target offsets).
+_JUMPS = frozenset({"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "FOR_ITER",
+                    "SEND", "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP",
+                    *(f"POP_JUMP_{way}_IF_{stem}" for way in ("FORWARD", "BACKWARD")
+                      for stem in ("TRUE", "FALSE", "NONE", "NOT_NONE"))})
 
 
 # Per code object, dropped with it: decoded instructions and parsed exception tables.
@@ -101,14 +277,14 @@ _tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def exception_table(code: types.CodeType) -> list:
-    """The parsed 3.11 exception table (cached per code object)."""
+    """The parsed exception table (cached per code object)."""
     table = _tables.get(code)
     if table is None:
         table = _tables[code] = dis._parse_exception_table(code)
     return table
 
 
-# 3.11 location table (Objects/locations.md): an entry's first byte is 0x80 | code << 3 |
+# 3.11 and 3.12 location table (Objects/locations.md): an entry's first byte is 0x80 | code << 3 |
 # (code units - 1), at most 8 units; code 13 has no columns, then a signed varint line delta.
 _NO_COLUMNS = 13
 

@@ -21,9 +21,22 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-if sys.version_info[:2] != (3, 11):
-    # The private C API below is checked on 3.11 only; other versions changed its contract.
-    raise ImportError(f"graphlift.code_extra supports CPython 3.11, not {sys.version}")
+if sys.version_info[:2] not in ((3, 11), (3, 12)):
+    # The C API below is checked on 3.11 and 3.12 only; other versions may change its contract.
+    raise ImportError(f"graphlift.code_extra supports CPython 3.11 and 3.12, not {sys.version}")
+
+# 3.12 renamed the functions PyUnstable_*; the old names became static inline functions, which
+# ctypes cannot reach. The contract (SetExtra frees the value it replaces) stayed the same.
+_NAMES = {
+    "request": ("PyUnstable_Eval_RequestCodeExtraIndex", "_PyEval_RequestCodeExtraIndex"),
+    "get": ("PyUnstable_Code_GetExtra", "_PyCode_GetExtra"),
+    "set": ("PyUnstable_Code_SetExtra", "_PyCode_SetExtra"),
+}
+
+
+def _exported(kind: str) -> str:
+    """The name under which this CPython exports one of the code-extra functions."""
+    return next(name for name in _NAMES[kind] if hasattr(ctypes.pythonapi, name))
 
 
 def _c_function(name: str, restype: type | None, *argtypes: type) -> Callable[..., Any]:
@@ -37,17 +50,17 @@ def _c_function(name: str, restype: type | None, *argtypes: type) -> Callable[..
 
 
 _request_code_extra_index = _c_function(
-    "_PyEval_RequestCodeExtraIndex", ctypes.c_ssize_t, ctypes.c_void_p
+    _exported("request"), ctypes.c_ssize_t, ctypes.c_void_p
 )
 _get_code_extra = _c_function(
-    "_PyCode_GetExtra",
+    _exported("get"),
     ctypes.c_int,
     ctypes.py_object,
     ctypes.c_ssize_t,
     ctypes.POINTER(ctypes.c_void_p),
 )
 _set_code_extra = _c_function(
-    "_PyCode_SetExtra", ctypes.c_int, ctypes.py_object, ctypes.c_ssize_t, ctypes.c_void_p
+    _exported("set"), ctypes.c_int, ctypes.py_object, ctypes.c_ssize_t, ctypes.c_void_p
 )
 # PYFUNCTYPE prototypes raise the Python error a failing call sets, so callers check no status.
 # Raw addresses, not py_object: py_object arguments would add and drop their own references.
@@ -84,7 +97,7 @@ def set_extra(code: types.CodeType, obj: object | None) -> None:
     if not isinstance(code, types.CodeType):
         raise TypeError(f"expected a code object, got {type(code).__name__}")
     new = None if obj is None else id(obj)
-    # On 3.11.7 SetExtra itself passes the value it replaces to the slot's free function
+    # On 3.11.7 and 3.12.1 SetExtra itself passes the value it replaces to the free function
     # (measured: releasing the old value here as well frees it twice and crashes).
     _set_code_extra(code, _INDEX, new)
     if new is not None:

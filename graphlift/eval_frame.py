@@ -20,7 +20,7 @@ function; anything else goes to :func:`_on_miss`::
             return __gl_miss((__gl_fn, __gl_G, x, n))
         except BaseException as __gl_x:              # costs nothing until something raises
             __gl_trim(__gl_x)                        # graphlift's frames out of the traceback
-            raise
+            raise                                    # (the call is skipped at 3.12's depth limit)
 
 Every name the wrapper adds starts with ``__gl_`` so that it cannot shadow a parameter.
 ``__gl_G`` is ``fn.__globals__``: guards and run functions get the globals from the call.
@@ -255,7 +255,10 @@ class OptimizedModule(torch.nn.Module):
                 return self._graphlift_hooked(module, *args, **kwargs)
             return self._graphlift_forward(module, *args, **kwargs)
         except BaseException as error:
-            trim_traceback(error)  # this frame too: the traceback reads as eager's
+            try:
+                trim_traceback(error)  # this frame too: the traceback reads as eager's
+            except RecursionError:  # 3.12 at the recursion limit: a wrapper above trims
+                pass
             raise
 
     @property
@@ -407,7 +410,12 @@ def make_wrapper(fn: types.FunctionType, options: CompileOptions) -> Callable:
         f"                return __gl_e.run({params})\n"
         f"        return __gl_miss(({params},))\n"
         f"    except BaseException as __gl_x:\n"
-        f"        __gl_trim(__gl_x)\n"
+        # 3.12 leaves no Python frame to spare at the recursion limit: the call of __gl_trim
+        # would chain a second RecursionError to the user's (a wrapper above trims instead).
+        f"        try:\n"
+        f"            __gl_trim(__gl_x)\n"
+        f"        except RecursionError:\n"
+        f"            pass\n"
         f"        raise\n"  # bare: re-raising adds no entry for this frame (see trim_traceback)
     )
     code = builtins.compile(source, f"{WRAPPER_FILE_PREFIX}{fn.__qualname__}>", "exec")
@@ -454,7 +462,11 @@ def trim_traceback(error: BaseException) -> None:
     a ``TranslationError`` under ``raise_internal_errors``) keep every frame: their traceback is
     the bug report. So does everything under ``config.verbose``.
     """
-    if config.verbose or _is_graphlifts_own_bug(error):
+    try:
+        verbose = config.verbose
+    except RecursionError:  # 3.12: no frame to spare for config's __getattr__; trim anyway
+        verbose = False
+    if verbose or _is_graphlifts_own_bug(error):
         return
     error.__traceback__ = _trimmed(error.__traceback__, getattr(error, _GL_TRIMMED, None))
     try:

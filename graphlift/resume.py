@@ -37,8 +37,10 @@ from graphlift.sources import RESUME_CELL_PREFIX, RESUME_STACK_PREFIX
 CO_VARARGS, CO_VARKEYWORDS, CO_GENERATOR_LIKE = 0x04, 0x08, 0x20 | 0x80 | 0x100 | 0x200
 
 # Opcodes whose argument indexes the cell/free-variable part of the fast-locals array.
+# (LOAD_CLASSDEREF is 3.11's name of 3.12's LOAD_FROM_DICT_OR_DEREF.)
 _DEREF_OPS = frozenset(dis.opmap[name] for name in (
-    "LOAD_DEREF", "STORE_DEREF", "DELETE_DEREF", "LOAD_CLOSURE", "LOAD_CLASSDEREF", "MAKE_CELL"))
+    "LOAD_DEREF", "STORE_DEREF", "DELETE_DEREF", "LOAD_CLOSURE", "LOAD_CLASSDEREF",
+    "LOAD_FROM_DICT_OR_DEREF", "MAKE_CELL") if name in dis.opmap)
 
 
 @dataclass(frozen=True)
@@ -85,9 +87,13 @@ def _try_ranges(code: types.CodeType) -> list[tuple[int, int]]:
 
 
 def _loop_ranges(code: types.CodeType) -> list[tuple[int, int]]:
-    """[target, offset] of every backward jump: the bytecode of each loop body."""
+    """[target, offset] of every backward jump: the bytecode of each loop body. A jump from an
+    exception handler back into the normal flow (3.12's handlers follow the last return) is
+    the end of a try or with block, not a loop."""
+    normal = bytecode.normal_flow(code)
     return [(inst.argval, inst.offset) for inst in bytecode.decode(code)
-            if inst.opname.startswith(("JUMP_BACKWARD", "POP_JUMP_BACKWARD"))]
+            if inst.opname.startswith(("JUMP_BACKWARD", "POP_JUMP_BACKWARD"))
+            and (inst.offset in normal or inst.argval not in normal)]
 
 
 def _is_with_handler(code: types.CodeType, target: int) -> bool:

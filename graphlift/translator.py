@@ -1,14 +1,18 @@
-"""The symbolic bytecode interpreter: one method per CPython 3.11 opcode.
+"""The symbolic bytecode interpreter: one method per opcode of the normalized bytecode.
 
 ``InstructionTranslator`` executes a frame's instructions on VariableTrackers instead of real
 values. Tensor operations become FX nodes (through ``call_torch``); Python values known while
 tracing are folded; anything it cannot follow raises :class:`~graphlift.exc.Unsupported`, which
 makes the frame run eagerly (or raise, under ``fullgraph=True``).
 
+Handlers see the instruction layer's normalized form (3.11's opcode names, see
+:mod:`graphlift.bytecode`), so none of them branches on the CPython version; opcodes a later
+version added without a 3.11 counterpart have handlers of their own.
+
 Handlers are grouped like the language reference groups opcodes. Families share one
 implementation through aliases, and every opcode that is refused is listed in ``UNSUPPORTED`` with
 the reason. ``_check_opcode_coverage`` runs at import and fails if an opcode of the running CPython
-is neither handled nor refused.
+is neither handled nor refused, for the version it runs on.
 """
 
 from __future__ import annotations
@@ -317,20 +321,20 @@ class InstructionTranslator:
         ``finally``, a with block's ``__exit__``, an ``except`` of anything but builtin
         ``Exception`` subclasses). ``collections.abc.Sequence.__iter__``'s ``except
         IndexError`` cannot: closing it only re-raises."""
-        entry = bytecode.exception_handler(self.code, self.inst.offset)
+        entry = bytecode.user_handler(self.code, self.inst.offset)
         while entry is not None:
             reraise = self._reraise_of_except_clauses(entry.target)
             if reraise is None:
                 return True
             # The clauses' cleanup (COPY, POP_EXCEPT, RERAISE) passes it to an outer try.
-            cleanup = bytecode.exception_handler(self.code, reraise)
+            cleanup = bytecode.user_handler(self.code, reraise)
             if cleanup is None:
                 return False
             i = self.index_of_offset[cleanup.target]
             if [inst.opname for inst in self.instructions[i:i + 3]] != \
                     ["COPY", "POP_EXCEPT", "RERAISE"]:
                 return True
-            entry = bytecode.exception_handler(self.code, self.instructions[i + 2].offset)
+            entry = bytecode.user_handler(self.code, self.instructions[i + 2].offset)
         return False
 
     def _reraise_of_except_clauses(self, target: int) -> int | None:
@@ -517,7 +521,21 @@ class InstructionTranslator:
 
     def STORE_FAST(self, inst: Instruction) -> None:
         self.unread_arguments.pop(inst.argval, None)
-        self.symbolic_locals[inst.argval] = self.pop()
+        value = self.pop()
+        if isinstance(value, NullVariable):  # restoring a local LOAD_FAST_AND_CLEAR found unbound
+            self.symbolic_locals.pop(inst.argval, None)
+        else:
+            self.symbolic_locals[inst.argval] = value
+
+    def LOAD_FAST_AND_CLEAR(self, inst: Instruction) -> None:
+        # An inlined comprehension saves the outer local of its variable's name (NULL when
+        # unbound) and stores it back at its end.
+        name = inst.argval
+        if name in self.symbolic_locals or name in self.unread_arguments:
+            self.LOAD_FAST(inst)
+        else:
+            self.push(NullVariable())
+        self.DELETE_FAST(inst)
 
     def DELETE_FAST(self, inst: Instruction) -> None:
         self.unread_arguments.pop(inst.argval, None)
@@ -557,10 +575,23 @@ class InstructionTranslator:
         self.push(self.pop().var_getattr(self, inst.argval))
 
     def LOAD_METHOD(self, inst: Instruction) -> None:
-        # 3.11 pushes (NULL, bound method) or (function, self); we always do the former.
+        # CPython pushes (NULL, bound method) or (function, self); we always do the former.
         obj = self.pop()
         self.push(NullVariable())
         self.push(obj.var_getattr(self, inst.argval))
+
+    def LOAD_SUPER_ATTR(self, inst: Instruction) -> None:
+        # super().name: the global super, the class and the first argument are on the stack;
+        # the argument's bit 2 marks super(cls, obj), else super() is called without arguments
+        # (which matters where the global super is not the builtin).
+        obj = self.pop()
+        cls = self.pop()
+        proxy = self.pop().call(self, [cls, obj] if inst.arg & 2 else [], {})
+        self.push(proxy.var_getattr(self, inst.argval))
+
+    def LOAD_SUPER_METHOD(self, inst: Instruction) -> None:
+        self.LOAD_SUPER_ATTR(inst)
+        self.stack.insert(len(self.stack) - 1, NullVariable())
 
     def MAKE_CELL(self, inst: Instruction) -> None:
         name = inst.argval
@@ -650,6 +681,10 @@ class InstructionTranslator:
 
     def RETURN_VALUE(self, inst: Instruction) -> None:
         self.return_value = self.pop()
+
+    def RETURN_CONST(self, inst: Instruction) -> None:
+        self.LOAD_CONST(inst)
+        self.RETURN_VALUE(inst)
 
     # -- operators -----------------------------------------------------------------------------
     def BINARY_OP(self, inst: Instruction) -> None:
@@ -898,8 +933,21 @@ class InstructionTranslator:
         else:
             raise Unsupported(f"del on an item of {obj!r}", break_type="side_effect")
 
+    def BINARY_SLICE(self, inst: Instruction) -> None:
+        # obj[start:end]: BUILD_SLICE 2 and BINARY_SUBSCR in one instruction.
+        self.build_slice(2)
+        self.BINARY_SUBSCR(inst)
+
+    def STORE_SLICE(self, inst: Instruction) -> None:
+        # obj[start:end] = value
+        self.build_slice(2)
+        self.STORE_SUBSCR(inst)
+
     def BUILD_SLICE(self, inst: Instruction) -> None:
-        parts = self.popn(inst.arg)
+        self.build_slice(inst.arg)
+
+    def build_slice(self, count: int) -> None:
+        parts = self.popn(count)
         if has_symbol(parts):
             self.push(SliceVariable(parts))  # x[:n] with a symbolic n
             return
@@ -1045,6 +1093,16 @@ class InstructionTranslator:
         expected = self.pop().as_constant()
         self.push(ConstantVariable(issubclass(self.peek().python_type(), expected)))
 
+    def STOPITERATION_ERROR(self, inst: Instruction) -> None:
+        # A generator's own StopIteration escaping its body becomes RuntimeError (PEP 479).
+        exception = self.pop()
+        if isinstance(exception, ExceptionVariable) and issubclass(exception.cls, StopIteration):
+            error = ExceptionVariable(RuntimeError,
+                                      [ConstantVariable("generator raised StopIteration")])
+            error.cause = error.context = exception
+            exception = error
+        self.push(exception)
+
     def RERAISE(self, inst: Instruction) -> None:
         exception = self.pop()
         if inst.arg:
@@ -1131,6 +1189,22 @@ class InstructionTranslator:
         else:
             self.push(item)
 
+    def END_SEND(self, inst: Instruction) -> None:
+        # After CLEANUP_THROW: the value stays, the value below it goes.
+        del self.stack[-2]
+
+    def CLEANUP_THROW(self, inst: Instruction) -> None:
+        # The handler of a yield from that threw into its delegate: a StopIteration is the
+        # delegate's return value, any other exception goes on.
+        exception = self.pop()
+        self.popn(2)  # the delegate and the last value sent
+        if not isinstance(exception, ExceptionVariable):
+            raise Unsupported(f"re-raise of {exception!r}")
+        if not issubclass(exception.cls, StopIteration):
+            raise TracedException(exception)
+        self.push(ConstantVariable(None))
+        self.push(exception.args[0] if exception.args else ConstantVariable(None))  # .value
+
     # -- control flow --------------------------------------------------------------------------
     def JUMP_FORWARD(self, inst: Instruction) -> None:
         self.jump(inst)
@@ -1177,6 +1251,10 @@ class InstructionTranslator:
 
     def GET_ITER(self, inst: Instruction) -> None:
         self.push(iterator_of(self, self.pop()))
+
+    def END_FOR(self, inst: Instruction) -> None:
+        # Reached only by falling through (FOR_ITER's exit jumps past it): pops two values.
+        self.popn(2)
 
     def FOR_ITER(self, inst: Instruction) -> None:
         item = self.peek().next_item()
@@ -1343,8 +1421,16 @@ MUTABLE_TRACKERS = (ListVariable, DictVariable, SetVariable, UserObjectVariable,
 # Opcodes refused, grouped by why. Each one makes the frame fall back (or raise under fullgraph).
 UNSUPPORTED: dict[str, str] = {
     # Functions and classes defined inside the frame: inlining comes with the language issue.
-    **dict.fromkeys(("DELETE_DEREF", "LOAD_CLASSDEREF", "LOAD_BUILD_CLASS"),
+    **dict.fromkeys(("DELETE_DEREF", "LOAD_CLASSDEREF", "LOAD_BUILD_CLASS", "LOAD_LOCALS"),
                     "defining classes or deleting cells inside a compiled frame"),
+    # PEP 695 type parameters (3.12's CALL_INTRINSIC_1/2 functions): class and type statements.
+    **dict.fromkeys(("INTRINSIC_TYPEVAR", "INTRINSIC_PARAMSPEC", "INTRINSIC_TYPEVARTUPLE",
+                     "INTRINSIC_SUBSCRIPT_GENERIC", "INTRINSIC_TYPEALIAS",
+                     "INTRINSIC_TYPEVAR_WITH_BOUND", "INTRINSIC_TYPEVAR_WITH_CONSTRAINTS",
+                     "INTRINSIC_SET_FUNCTION_TYPE_PARAMS"),
+                    "type parameter syntax defines classes and aliases"),
+    **dict.fromkeys(("INTRINSIC_1_INVALID", "INTRINSIC_2_INVALID"),
+                    "no intrinsic function (the compiler never emits it)"),
     # Stores that are side effects on objects outside the frame: need the side-effect ledger.
     **dict.fromkeys(("DELETE_GLOBAL", "STORE_NAME",
                      "DELETE_NAME", "LOAD_NAME"),
@@ -1364,11 +1450,13 @@ UNSUPPORTED: dict[str, str] = {
 
 
 def _check_opcode_coverage() -> None:
-    """Every opcode of the running CPython is handled, aliased, or refused with a reason."""
-    opnames = bytecode.all_opnames()
-    missing = sorted(n for n in opnames
+    """Every opcode of the running CPython is handled, aliased, or refused with a reason: each
+    canonical name it can decode to (or the instruction layer says it never appears)."""
+    canonical = {name for raw in bytecode.all_opnames() if not bytecode.never_decoded(raw)
+                 for name in bytecode.canonical_names(raw)}
+    missing = sorted(n for n in canonical
                      if not hasattr(InstructionTranslator, n) and n not in UNSUPPORTED)
-    stale = sorted(set(UNSUPPORTED) - opnames)
+    stale = sorted(set(UNSUPPORTED) - canonical - bytecode.decoded_elsewhere())
     if missing or stale:
         raise ImportError(f"graphlift.translator: opcodes neither handled nor refused: {missing}; "
                           f"refused but unknown to this CPython: {stale}")

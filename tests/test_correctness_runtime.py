@@ -293,7 +293,8 @@ def test_item21_unbounded_recursion_shows_the_users_line_like_eager():
     user_line = "    return recurse(x + 1, n + 1)\n"
     assert user_line in eager and user_line in compiled
     assert "[Previous line repeated" in compiled  # folded, as eager's is
-    assert len(compiled.splitlines()) < 30, compiled
+    # (3.12 underlines more expressions: lines of ^ and ~ alone are not counted.)
+    assert len([line for line in compiled.splitlines() if line.strip(" ^~")]) < 30, compiled
     assert "eval_frame.py" not in compiled and "graphlift run" not in compiled
 
 

@@ -368,6 +368,7 @@ def op_JUMP_FORWARD(x, flag):
         y = x + 1
     else:
         y = x - 1
+    y = y * 2  # 3.12 copies a bare return into both branches; this line it does not
     return y
 
 
@@ -711,6 +712,102 @@ CASES = [
     case(op_MATCH_CLASS, R(3), 4, opcodes=["MATCH_CLASS"]),
     case(op_IMPORT_NAME, R(3), opcodes=["IMPORT_NAME"]),
     case(op_IMPORT_FROM, R(3), opcodes=["IMPORT_FROM"]),
+]
+
+
+# -- opcodes that 3.12 added (their cases are skipped where the compiler does not emit them) ---
+class SuperBase:
+    factor = 3
+
+    def scale(self, x):
+        return x * 2
+
+
+class SuperDerived(SuperBase):
+    def scale(self, x):
+        return super().scale(x) + 1  # zero-argument super: LOAD_SUPER_ATTR too
+
+
+def op_RETURN_CONST(x):
+    x.add_(1)
+    return None
+
+
+def op_BINARY_SLICE(x):
+    return x[1:3] * 2
+
+
+def op_STORE_SLICE(x):
+    items = [x, x * 2, x * 3]
+    items[0:2] = [x + 1]
+    return items
+
+
+def op_LOAD_FAST_AND_CLEAR(x):
+    i = x * 2  # the comprehension's own i leaves the outer one alone
+    ys = [i + 1 for i in (x, x * 3)]
+    return i, ys
+
+
+def op_LOAD_FAST_AND_CLEAR_unbound(x):
+    ys = [i * 2 for i in (x, x + 1)]
+    return ys
+
+
+def op_LOAD_FAST_CHECK(x, flag):
+    if flag:
+        y = x * 2
+    return y + 1
+
+
+def op_LOAD_SUPER_ATTR(x):
+    obj = SuperDerived()
+    return obj.scale(x) + super(SuperDerived, obj).scale(x) * super(SuperDerived, obj).factor
+
+
+def op_END_FOR(x):
+    for k in (1, 2):
+        x = x * k
+    return x
+
+
+def op_CLEANUP_THROW(x):
+    def inner():
+        try:
+            yield 1
+        except ValueError:
+            return 5
+
+    def outer():
+        result = yield from inner()
+        yield result
+    gen = outer()
+    next(gen)
+    return x * gen.throw(ValueError)
+
+
+def op_STOPITERATION_ERROR(x):
+    def gen():
+        yield 1
+        raise StopIteration
+    try:
+        list(gen())
+    except RuntimeError as error:
+        return x + 1, str(error)
+    return x
+
+
+CASES += [
+    case(op_RETURN_CONST, R(3), opcodes=["RETURN_CONST"]),
+    case(op_BINARY_SLICE, R(5), opcodes=["BINARY_SLICE"]),
+    case(op_STORE_SLICE, R(3), opcodes=["STORE_SLICE"]),
+    case(op_LOAD_FAST_AND_CLEAR, R(3), opcodes=["LOAD_FAST_AND_CLEAR"]),
+    case(op_LOAD_FAST_AND_CLEAR_unbound, R(3), opcodes=["LOAD_FAST_AND_CLEAR"]),
+    case(op_LOAD_FAST_CHECK, R(3), True, opcodes=["LOAD_FAST_CHECK"]),
+    case(op_LOAD_SUPER_ATTR, R(3), opcodes=["LOAD_SUPER_ATTR", "LOAD_SUPER_METHOD"]),
+    case(op_END_FOR, R(3), opcodes=["END_FOR"]),
+    case(op_CLEANUP_THROW, R(3), opcodes=["END_SEND", "CLEANUP_THROW"]),
+    case(op_STOPITERATION_ERROR, R(3), opcodes=["CALL_INTRINSIC_1", "STOPITERATION_ERROR"]),
 ]
 
 

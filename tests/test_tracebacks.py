@@ -151,4 +151,6 @@ def test_a_compiled_recursion_folds_to_the_users_line():
     assert isinstance(error, RecursionError)
     text = "".join(traceback.format_exception(error))
     assert graphlift_frames(error) == []
-    assert "[Previous line repeated" in text and len(text.splitlines()) < 20
+    # (3.12 underlines more expressions: lines of ^ and ~ alone are not counted.)
+    lines = [line for line in text.splitlines() if line.strip(" ^~")]
+    assert "[Previous line repeated" in text and len(lines) < 20

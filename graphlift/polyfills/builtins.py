@@ -10,21 +10,66 @@ so does ``iter(function, sentinel)``.
 
 from __future__ import annotations
 
+import math
 import operator
+import sys
 from typing import Any
 
 _MISSING: Any = object()  # "no default given"; compared by identity
 
 
+# 3.12's sum adds floats with Neumaier's compensation once the total is an exact float that it
+# reached (3.11 adds them one by one); min()/max() reword their error.
+_COMPENSATED_SUM = sys.version_info >= (3, 12)
+_EMPTY = "iterable argument is empty" if sys.version_info >= (3, 12) else "arg is an empty sequence"
+
+
 def sum(iterable, /, start=0):  # noqa: A001
-    """builtins.sum: left-to-right ``+`` from ``start`` (floats are not compensated in 3.11)."""
+    """builtins.sum: left-to-right ``+`` from ``start``, with 3.12's fast paths."""
     for kind, name, joiner in ((str, "strings", "''"), (bytes, "bytes", "b''"),
                                (bytearray, "bytearray", "b''")):
         if isinstance(start, kind):
             raise TypeError(f"sum() can't sum {name} [use {joiner}.join(seq) instead]")
-    total = start
-    for item in iter(iterable):
+    items = iter(iterable)
+    total = _compensated_prefix(start, items) if _COMPENSATED_SUM else start
+    for item in items:
         total = total + item
+    return total
+
+
+def _compensated_prefix(total: Any, items: Any) -> Any:
+    """3.12's int and float fast paths over ``items``; returns where the generic loop goes on.
+
+    CPython's int path sums in a C long and leaves it on overflow (no compensation for floats
+    after that); this one does not model the overflow: a symbolic int must not be compared
+    with the bounds (that would specialize it).
+    """
+    if type(total) is int:
+        for item in items:
+            total = total + item
+            if type(item) is not int and type(item) is not bool:
+                break
+        else:
+            return total
+    if type(total) is not float:
+        return total
+    compensation = 0.0
+    for item in items:
+        if type(item) is float:
+            t = total + item
+            if abs(total) >= abs(item):
+                compensation += (total - t) + item
+            else:
+                compensation += (item - t) + total
+            total = t
+        elif isinstance(item, int):
+            total += float(item)
+        else:
+            if compensation and math.isfinite(compensation):
+                total += compensation
+            return total + item
+    if compensation and math.isfinite(compensation):
+        total += compensation
     return total
 
 
@@ -150,5 +195,5 @@ def _extreme(name, better, args, key, default):
     if found:
         return best
     if default is _MISSING:
-        raise ValueError(f"{name}() arg is an empty sequence")
+        raise ValueError(f"{name}() {_EMPTY}")
     return default
