@@ -75,6 +75,10 @@ SETTINGS: dict[str, Setting] = {
         True, "trace NumPy calls on arrays made from tensors as torch operations (torch._numpy)"
     ),
     # nn.Module guards (graphlift/variables/nn_module.py).
+    "share_module_entries": Setting(
+        True, "a module passed as an argument (L['self']) is guarded by its structure, not its "
+        "identity: instances alike share cache entries (regional compilation)"
+    ),
     "guard_torch_module_constants": Setting(
         False, "guard hyperparameters read from torch.nn's own layers (Dropout.p, LayerNorm.eps); "
         "off: fixed after construction (training flags are always guarded)"

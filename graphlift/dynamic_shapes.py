@@ -53,7 +53,7 @@ from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.printers import PythonPrinter
 
 from graphlift.exc import ConstraintViolationError
-from graphlift.sources import Source, is_pinned
+from graphlift.sources import Source, is_module_member
 
 if TYPE_CHECKING:
     from graphlift.guards import GuardBuilder
@@ -211,7 +211,7 @@ class ShapePolicy:
 
     def tensor_dims(self, source: Source, value: torch.Tensor) -> tuple[set[int], set[int]]:
         """(dimensions to make symbols, those of them that mark_dynamic asked for)."""
-        if is_pinned(source):
+        if is_module_member(source):
             return set(), set()  # a module's parameter or buffer: static, as in torch.compile
         merged = self.memory.merge_sizes(source, tuple(value.shape))
         if self.dynamic is False:

@@ -676,17 +676,31 @@ def _entries_counted(fn: types.FunctionType, state: ExtraState, args: tuple) -> 
 
     As in torch.compile, the limit counts per module instance: an entry that pinned a different
     module at one of the frame's arguments (another transformer block running the same
-    ``forward``) does not count.
+    ``forward``) does not count, nor one made for a module argument of another structure.
     """
     params = FrameSignature.of(fn.__code__).params
     count = 0
     for entry in state.entries:
-        pinned = [(params.index(source.local_name), ref)
-                  for source, ref in entry.compiled_guards.module_roots
+        guards = entry.compiled_guards
+        pinned = [(params.index(source.local_name), ref) for source, ref in guards.module_roots
                   if isinstance(source, LocalSource) and source.local_name in params]
-        if all(args[index] is ref() for index, ref in pinned):
+        shaped = [(params.index(source.local_name), structure, sid)
+                  for source, structure, sid in guards.structure_roots
+                  if isinstance(source, LocalSource) and source.local_name in params]
+        if all(args[index] is ref() for index, ref in pinned) and \
+                all(_same_structure(args[index], structure, sid)
+                    for index, structure, sid in shaped):
             count += 1
     return count
+
+
+def _same_structure(module: Any, structure: Callable[[Any], int], sid: int) -> bool:
+    """Whether an argument has the structure an entry was compiled for (an entry made for
+    blocks of another width does not count toward this block's limit)."""
+    try:
+        return structure(module) == sid
+    except Exception:  # not a module any more
+        return False
 
 
 def _passes(entry: CacheEntry, args: tuple) -> bool:

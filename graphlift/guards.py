@@ -94,6 +94,9 @@ class CompiledGuards:
     fast_source: str | None = None
     # What TensorGuards checks, per tensor, as data (graphlift.persist saves and rebuilds it).
     tensor_specs: tuple[TensorSpec, ...] = ()
+    # (source, structure function, structure id) of each nn.Module guarded by its structure:
+    # the recompile limit counts per structure, as it counts per pinned instance.
+    structure_roots: tuple[tuple[Source, Callable[[Any], int], int], ...] = ()
 
     def texts(self) -> list[str]:
         return [g.text for g in self.guards]
@@ -169,6 +172,7 @@ class GuardBuilder:
             "__gl_requires_grad": operator.attrgetter("requires_grad"),
         }
         self.module_roots: list[tuple[Source, Any]] = []
+        self.structure_roots: list[tuple[Source, Callable[[Any], int], int]] = []
         self._refs: dict[int, str] = {}  # id -> object_ref expression, one name per object
         self._kept: list[Any] = []
         self._tensors = _TensorBatch()
@@ -439,6 +443,25 @@ class GuardBuilder:
                             f"{holder}.value"))
             self._fast.append(check)
 
+    def nn_module_structure(self, source: Source, module: Any,
+                            structure_id: Callable[[Any], int]) -> None:
+        """A module guarded by its structure, not its identity (regional compilation).
+
+        ``structure_id(module)`` names the module tree's structure (classes, registry keys,
+        parameter and buffer shapes, dtypes and devices, hooks, torch.nn hyperparameters) with a
+        small int, memoized per instance: every instance of one structure passes, so identical
+        transformer blocks share the entry; their members are walked to on each call.
+        """
+        if not self._once((GuardKind.NN_MODULE, "structure", source)):
+            return
+        self.type_match(source, module)
+        e, sid = self.expr(source), structure_id(module)
+        current = f"{self.const(structure_id)}({e})"
+        self._add(Guard(GuardKind.NN_MODULE, f"nn_module_structure({source.name()}) == {sid}",
+                        f"{current} == {sid}", current))
+        self._fast.append(f"{current} == {sid}")
+        self.structure_roots.append((source, structure_id, sid))
+
     def nn_module_tensor(self, source: Source, tensor: torch.Tensor) -> None:
         """A parameter or buffer of a pinned module: its identity is proven, not its flags.
 
@@ -447,11 +470,17 @@ class GuardBuilder:
         records; one C-level map over all such tensors), and dtype and device of the first
         parameter of each root (``model.half()`` or ``model.to(device)`` change every one of them
         in place). Shapes changed in place (``resize_``, ``p.data = ...``) are not checked.
+        A member of a structurally guarded module is another object for each instance: its
+        requires_grad is checked through its path.
         """
         if not self._once((GuardKind.NN_MODULE, "tensor", source)):
             return
         e, n = self.expr(source), source.name()
-        if self.initial_state[0]:
+        if self.initial_state[0] and not is_pinned(source):
+            self._add(Guard(GuardKind.NN_MODULE, f"{n}.requires_grad == {tensor.requires_grad}",
+                            f"{e}.requires_grad is {tensor.requires_grad}", f"{e}.requires_grad"))
+            self._fast.append(f"{e}.requires_grad is {tensor.requires_grad}")
+        elif self.initial_state[0]:
             if self._module_flags is None:
                 self._module_flags = ([], [])
                 tensors, flags = (self.const(x) for x in self._module_flags)
@@ -506,6 +535,7 @@ class GuardBuilder:
         fn = namespace[f"__gl_{name}"]
         return CompiledGuards(fn, source, list(self.guards), params, namespace,
                               module_roots=tuple(self.module_roots), fast_source=fast_source,
+                              structure_roots=tuple(self.structure_roots),
                               tensor_specs=tuple(self._tensors.specs) if checker else ())
 
 

@@ -193,6 +193,7 @@ class ModuleMemberSource(Source):
     registry: str  # "_modules", "_parameters" or "_buffers"
     value: Any = field(compare=False, repr=False)
     indexed: bool = False  # a ModuleList/Sequential/ParameterList item: shown as base[0]
+    pinned: bool = True  # False: reached by path from a structurally guarded module
     kind = SourceKind.MODULE_MEMBER
 
     def name(self) -> str:
@@ -209,6 +210,8 @@ class ModuleMemberSource(Source):
         return self.base.root()
 
     def render(self, bind: Callable[[Any], str]) -> str:
+        if not self.pinned:
+            return f"{self.base.render(bind)}.{self.registry}[{self.member!r}]"
         return bind(self.value)
 
 
@@ -308,7 +311,15 @@ class NumpyTensorSource(Source):
 
 def is_pinned(source: Source) -> bool:
     """Whether generated code may refer to the source's object directly (see ``render``)."""
-    return source.kind in (SourceKind.MODULE_MEMBER, SourceKind.MODULE_GLOBALS)
+    if source.kind is SourceKind.MODULE_MEMBER:
+        return source.pinned
+    return source.kind is SourceKind.MODULE_GLOBALS
+
+
+def is_module_member(source: Source) -> bool:
+    """A parameter, buffer or submodule of a guarded module (pinned or structural): its
+    shapes are static and its metadata is proven by the module guards."""
+    return source.kind is SourceKind.MODULE_MEMBER
 
 
 def placeholder_name(source: Source) -> str:

@@ -245,6 +245,7 @@ def test_training_flip_recompiles_and_the_log_says_so(caplog):
     assert "L['self'].drop.training is True (now False)" in message
 
 
+@graphlift.config.patch(share_module_entries=False)  # pinned by identity
 def test_reassigning_a_parameter_or_submodule_recompiles():
     model = MLP()
     cm, _ = compiled(model)
@@ -257,6 +258,21 @@ def test_reassigning_a_parameter_or_submodule_recompiles():
     model.layers[2] = nn.Linear(8, 8)
     same(cm(x), model(x))
     assert graphlift.stats(cm).compiles == 3
+
+
+def test_reassigning_a_member_of_a_structurally_guarded_module_is_seen():
+    model = MLP()
+    cm, _ = compiled(model)
+    x = torch.randn(2, 8)
+    cm(x)
+    model.layers[1].weight = nn.Parameter(torch.zeros(8, 8))
+    same(cm(x), model(x))
+    model.layers[2] = nn.Linear(8, 8)
+    same(cm(x), model(x))
+    assert graphlift.stats(cm).compiles == 1  # same structure: members are read by path
+    model.layers[2] = nn.Linear(8, 8, bias=False)
+    same(cm(x), model(x))
+    assert graphlift.stats(cm).compiles == 2
 
 
 def test_modules_nobody_traced_do_not_invalidate_entries():
@@ -284,18 +300,24 @@ def test_requires_grad_flip_and_dtype_change_recompile():
     assert graphlift.stats(cm).compiles == 3
 
 
-def test_module_guards_are_few_and_cheap_to_state():
+@pytest.mark.parametrize("share", [False, True])
+def test_module_guards_are_few_and_cheap_to_state(share):
     model = MLP(depth=6)
-    cm, _ = compiled(model)
-    with torch.no_grad():
-        cm(torch.randn(2, 8))
+    with graphlift.config.patch(share_module_entries=share):
+        cm, _ = compiled(model)
+        with torch.no_grad():
+            cm(torch.randn(2, 8))
     source = graphlift.cache_entries(cm)[0].guard_source
-    assert "__gl_requires_grad" not in source  # under no_grad no parameter flag is checked
+    assert "requires_grad is True" not in source  # under no_grad no parameter flag is checked
     assert source.count(" and ") < 30  # no full tensor match per parameter
     guards = graphlift.cache_entries(cm)[0].guards
-    assert "nn_module_structure_version == " + str(STRUCTURE_VERSION.value) in guards
+    if share:
+        assert any(g.startswith("nn_module_structure(L['self']) == ") for g in guards)
+    else:
+        assert "nn_module_structure_version == " + str(STRUCTURE_VERSION.value) in guards
 
 
+@graphlift.config.patch(share_module_entries=False)  # pinned by identity
 def test_recompile_limit_counts_per_module_instance():
     blocks = [Residual().eval() for _ in range(12)]
 
@@ -313,6 +335,7 @@ def test_recompile_limit_counts_per_module_instance():
     assert graphlift.stats(fn).compiles == 12
 
 
+@graphlift.config.patch(share_module_entries=False)  # pinned by identity
 def test_separately_compiled_blocks_share_forward_but_not_the_limit():
     counter = CompileCounter()
     blocks = [graphlift.compile(Residual().eval(), backend=counter) for _ in range(10)]
@@ -324,6 +347,7 @@ def test_separately_compiled_blocks_share_forward_but_not_the_limit():
     assert (stats.compiles, counter.frame_count, stats.recompile_limit_hit) == (10, 10, False)
 
 
+@graphlift.config.patch(share_module_entries=False)  # pinned by identity
 def test_entries_go_when_their_module_dies():
     import gc
 
@@ -337,6 +361,25 @@ def test_entries_go_when_their_module_dies():
     del model
     gc.collect()
     assert graphlift.cache_entries(fn) == []
+
+
+def test_structural_entries_outlive_their_first_module_without_keeping_it():
+    import gc
+    import weakref
+
+    def run(m, x):
+        return m(x)
+
+    fn = graphlift.compile(run, backend=CompileCounter())
+    model = MLP()
+    fn(model, torch.randn(2, 8))
+    ref = weakref.ref(model)
+    del model
+    gc.collect()
+    assert ref() is None  # the entry holds no parameter of the module it was traced with
+    other, x = MLP(), torch.randn(2, 8)
+    same(fn(other, x), other(x))
+    assert graphlift.stats(fn).compiles == 1
 
 
 # -- the wrapper module ------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from graphlift.sources import (
     Source,
     SourceKind,
     ViewDictSource,
-    is_pinned,
+    is_module_member,
 )
 from graphlift.variables.base import VariableTracker, lookup_class_attr
 from graphlift.variables.callables import (
@@ -118,8 +118,9 @@ def _wrap_tensor(builder: VariableBuilder, value: torch.Tensor,
         guards.same_object(source, existing.source)
         return builder._by_source[existing.source]
     graph_input = output.add_input(source, value)  # decides which dimensions are dynamic
-    if is_pinned(source):
-        # A module's parameter or buffer: the module guards prove which object it is.
+    if is_module_member(source):
+        # A module's parameter or buffer: the module guards prove which object it is (pinned)
+        # or its shape, dtype and device (structural).
         guards.nn_module_tensor(source, value)
     else:
         guards.tensor_match(source, value, graph_input.dynamic_dims)
@@ -288,7 +289,7 @@ def _wrap_lru_cache(builder: VariableBuilder, value: Any, source: Source) -> Var
 
 def _wrap_nn_module(builder: VariableBuilder, value: torch.nn.Module,
                     source: Source) -> VariableTracker:
-    """An ``nn.Module``, pinned by identity: see nn_module."""
+    """An ``nn.Module``, pinned by identity or guarded by its structure: see nn_module."""
     return wrap_module(builder.tx, value, source)
 
 

@@ -26,6 +26,18 @@ buffer or submodule (``del m.w``), setting a parameter to None, writing the regi
 directly, replacing a method on a module class or instance after compiling, and in-place changes
 of a parameter's shape or of one module's dtype (``resize_``, ``p.data = ...``,
 ``model.head.half()``); ``model.half()`` and ``model.to(device)`` are seen.
+
+**Regional compilation.** A module passed as an argument (``L['self']`` of a compiled
+``forward``, ``L['block']``) is guarded by its *structure* instead of its identity, as
+torch.compile's ``inline_inbuilt_nn_modules`` does (``config.share_module_entries``): one
+:func:`structure_id` compare, memoized per instance, proves the classes, registry keys,
+parameter and buffer shapes, strides, dtypes and devices, the presence of hooks and torch.nn's
+hyperparameters of the whole tree; members are walked to through their registries on each call
+(``ModuleMemberSource(pinned=False)``), so the twelve identical blocks of a decoder compiled
+one by one share one cache entry, each block running with its own parameters. Plain attributes of
+user modules are guarded through the path as for pinned modules. The memo is recomputed when the
+structure version moves; what it cannot see is what pinned modules cannot see (above), plus
+hooks added to a submodule after its instance was first checked.
 """
 
 from __future__ import annotations
@@ -39,7 +51,7 @@ from torch import nn
 
 from graphlift.config import config
 from graphlift.exc import Unsupported
-from graphlift.sources import AttrSource, ItemSource, ModuleMemberSource, Source
+from graphlift.sources import AttrSource, ItemSource, ModuleMemberSource, Source, SourceKind
 from graphlift.variables.base import MISSING, VariableTracker, lookup_class_attr, raise_real
 from graphlift.variables.constant import ConstantVariable, is_constant_value
 from graphlift.variables.containers import DictVariable, ListVariable, TupleVariable
@@ -90,9 +102,87 @@ def watch(module: nn.Module) -> None:
 
 
 def wrap_module(tx: InstructionTranslator, module: nn.Module, source: Source) -> NNModuleVariable:
-    """The builder's row for modules reached from the inputs: pin the module by identity."""
+    """The builder's row for modules reached from the inputs: an argument is guarded by its
+    structure (instances alike share the entry), anything else pinned by identity."""
+    if config.share_module_entries and source.kind is SourceKind.LOCAL:
+        tx.guards.nn_module_structure(source, module, structure_id)
+        return NNModuleVariable(module, source, pinned=False)
     tx.guards.nn_module_root(source, module, STRUCTURE_VERSION)
     return NNModuleVariable(module, source)
+
+
+# -- structure ids (regional compilation) ------------------------------------------------------
+_HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+_structure_ids: dict[tuple, int] = {}  # structure key -> small int, process-wide
+# id(module) -> (weak reference, structure version when computed, structure id)
+_structure_memo: dict[int, tuple[weakref.ref, int, int]] = {}
+
+
+def structure_id(module: nn.Module) -> int:
+    """A small int naming ``module``'s structure; equal ints mean interchangeable modules.
+
+    Memoized per instance until the structure version moves (a member of a watched module was
+    assigned or registered); the hit path is one dict lookup and two compares.
+    """
+    memo = _structure_memo.get(id(module))
+    if memo is not None and memo[1] == STRUCTURE_VERSION.value and memo[0]() is module:
+        return memo[2]
+    key = structure_key(module)
+    sid = _structure_ids.setdefault(key, len(_structure_ids))
+    key_id = id(module)
+    ref = weakref.ref(module, lambda _, key_id=key_id: _structure_memo.pop(key_id, None))
+    _structure_memo[key_id] = (ref, STRUCTURE_VERSION.value, sid)
+    return sid
+
+
+def structure_key(module: nn.Module) -> tuple:
+    """What a trace of ``module`` may rely on without a guard of its own, as one hashable
+    tuple: per module of the tree (in registration order, shared submodules by first index),
+    its class, registry keys, hooks present, tensor metadata and torch.nn hyperparameters."""
+    rows: list[tuple] = []
+    first: dict[int, int] = {}
+    tensors: dict[int, int] = {}
+    pending = [module]
+    while pending:
+        m = pending.pop(0)
+        if id(m) in first:
+            rows.append(("shared", first[id(m)]))
+            continue
+        first[id(m)] = len(rows)
+        watch(m)
+        children = m.__dict__.get("_modules", {})
+        rows.append((type(m), tuple(children),
+                     tuple(bool(m.__dict__.get(h)) for h in _HOOK_DICTS),
+                     _tensor_specs(m.__dict__.get("_parameters", {}), tensors),
+                     _tensor_specs(m.__dict__.get("_buffers", {}), tensors),
+                     _torch_constants(m)))
+        pending.extend(c for c in children.values() if c is not None)
+    return tuple(rows)
+
+
+def _tensor_specs(registry: dict, seen: dict[int, int]) -> tuple:
+    """(name, class, sizes, strides, offset, dtype, device) per member; a tensor met before
+    (tied weights) by its first index."""
+    specs = []
+    for name, t in registry.items():
+        if t is None:
+            specs.append((name, None))
+        elif id(t) in seen:
+            specs.append((name, "tied", seen[id(t)]))
+        else:
+            seen[id(t)] = len(seen)
+            specs.append((name, type(t), tuple(t.shape), t.stride(), t.storage_offset(),
+                          t.dtype, t.device))
+    return tuple(specs)
+
+
+def _torch_constants(m: nn.Module) -> tuple:
+    """The hyperparameters that a trace reads unguarded from torch.nn's own layers
+    (``NNModuleVariable._plain_attr``); compared by repr so that 0.0 and -0.0 differ."""
+    if not type(m).__module__.startswith("torch.nn.") or config.guard_torch_module_constants:
+        return ()
+    return tuple((k, type(v), repr(v)) for k, v in m.__dict__.items()
+                 if k != "training" and is_constant_value(v))
 
 
 # -- the tracker -------------------------------------------------------------------------------
@@ -103,9 +193,11 @@ _INDEXED = (nn.ModuleList, nn.Sequential, nn.ParameterList)  # members "0", "1",
 class NNModuleVariable(UserObjectVariable):
     """An ``nn.Module`` read from the inputs (pinned) or reached through a pinned module."""
 
-    def __init__(self, module: nn.Module, source: Source | None = None) -> None:
+    def __init__(self, module: nn.Module, source: Source | None = None,
+                 pinned: bool = True) -> None:
         super().__init__(module, source)
         self.module = module
+        self.pinned = pinned  # False: guarded by structure, members walked to by path
         if source is not None:
             watch(module)
 
@@ -171,9 +263,9 @@ class NNModuleVariable(UserObjectVariable):
         if self.source is None:
             raise Unsupported(f"a member of {self!r}, a module reached without a source")
         source = ModuleMemberSource(self.source, name, registry, value,
-                                    indexed=isinstance(self.module, _INDEXED))
+                                    indexed=isinstance(self.module, _INDEXED), pinned=self.pinned)
         if isinstance(value, nn.Module):
-            return NNModuleVariable(value, source)
+            return NNModuleVariable(value, source, self.pinned)
         return tx.builder.wrap(value, source)
 
     def member_path(self, tx: InstructionTranslator, dotted: str) -> VariableTracker:
