@@ -1,0 +1,161 @@
+"""Regional compilation: the 12 blocks of a decoder compiled one by one (``blocks[i] = compile(b)``).
+
+For graphlift (module arguments guarded by structure, the default), graphlift with
+``share_module_entries=False`` (each instance pinned by identity, as before issue 19) and
+torch.compile, all with backend "eager", one OpenMP thread, eval mode:
+
+- first forward through all 12 blocks from empty caches, and the compiles it made; the systems
+  take turns (A B C, A B C, ...) and the medians are reported;
+- per-call time of the compiled blocks on cache hits, interleaved with eager, under ``no_grad``
+  and with grad mode on; and the same for the zoo's GPT compiled whole, so that the cost of
+  walking to parameters by path (structure) is seen next to binding them (identity).
+
+    .venv/bin/python benchmarks/regional.py            # about a minute on a quiet machine
+    .venv/bin/python benchmarks/regional.py --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import types
+import warnings
+from collections.abc import Callable
+
+import torch
+import torch._dynamo
+from models import gpt
+from overhead import interleaved_rounds, median_of
+
+import graphlift
+
+torch.set_num_threads(1)
+warnings.filterwarnings("ignore")
+
+DIM, HEADS, BLOCK, LAYERS = 64, 4, 32, 12
+SYSTEMS = ("graphlift", "graphlift identity", "torch.compile")
+
+
+def distinct(cls: type, tag: str) -> type:
+    """A subclass whose ``forward`` is a code object of its own: each system gets its own cache
+    chain (graphlift keeps entries on the code object), so none serves another's calls."""
+    forward = cls.forward
+    code = forward.__code__.replace(co_name=f"forward_{tag}")
+    fn = types.FunctionType(code, forward.__globals__, code.co_name, forward.__defaults__,
+                            forward.__closure__)
+    return type(f"{cls.__name__}_{tag}", (cls,), {"forward": fn})
+
+
+def tag_of(system: str) -> str:
+    return system.replace(" ", "_").replace(".", "_")
+
+
+def make_blocks(system: str) -> list[torch.nn.Module]:
+    torch.manual_seed(0)
+    cls = distinct(gpt.Block, tag_of(system))
+    return [cls(DIM, HEADS, BLOCK, 0.0).eval() for _ in range(LAYERS)]
+
+
+def compile_with(system: str, module: torch.nn.Module) -> Callable:
+    if system == "torch.compile":
+        return torch.compile(module, backend="eager")
+    with graphlift.config.patch(share_module_entries=system == "graphlift"):
+        return graphlift.compile(module, backend="eager")
+
+
+def run_blocks(blocks: list[Callable], x: torch.Tensor) -> torch.Tensor:
+    for block in blocks:
+        x = block(x)
+    return x
+
+
+def compiles_of(system: str, compiled: list[Callable]) -> int:
+    if system == "torch.compile":
+        return int(torch._dynamo.utils.counters["stats"]["unique_graphs"])
+    return graphlift.stats(compiled[0]).compiles  # one code object: Block.forward
+
+
+def first_forward(system: str, x: torch.Tensor) -> tuple[float, int]:
+    """Milliseconds of the first forward through 12 freshly compiled blocks, and compiles."""
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    graphlift.reset()
+    blocks = make_blocks(system)
+    compiled = [compile_with(system, b) for b in blocks]
+    patch = graphlift.config.patch(share_module_entries=system == "graphlift")
+    with torch.no_grad(), patch:
+        start = time.perf_counter()
+        out = run_blocks(compiled, x)
+        ms = (time.perf_counter() - start) * 1e3
+        torch.testing.assert_close(out, run_blocks(blocks, x))
+    return ms, compiles_of(system, compiled)
+
+
+def first_forward_table(rounds: int, x: torch.Tensor) -> dict[str, tuple[float, int]]:
+    times: dict[str, list[float]] = {s: [] for s in SYSTEMS}
+    compiles: dict[str, int] = {}
+    for _ in range(rounds):
+        for system in SYSTEMS:
+            ms, count = first_forward(system, x)
+            times[system].append(ms)
+            compiles[system] = count
+    return {s: (statistics.median(times[s]), compiles[s]) for s in SYSTEMS}
+
+
+def hit_timings(x: torch.Tensor, samples: int, calls: int) -> dict[str, dict[str, float]]:
+    """Per-call µs on cache hits: the 12 regional blocks and the zoo's GPT compiled whole."""
+    torch._dynamo.reset()
+    graphlift.reset()
+    timed: dict[str, tuple[Callable, tuple]] = {}
+    eager_blocks = make_blocks("eager")
+    timed["blocks: eager"] = (run_blocks, (eager_blocks, x))
+    for system in SYSTEMS:
+        compiled = [compile_with(system, b) for b in make_blocks(system)]
+        timed[f"blocks: {system}"] = (run_blocks, (compiled, x))
+    sizes = gpt.SIZES["bench"]
+    idx = torch.randint(0, sizes["vocab"], (sizes["batch"], sizes["seq"]))
+    model_args = {k: sizes[k] for k in ("vocab", "block", "layers", "heads", "dim")}
+    timed["GPT: eager"] = (gpt.GPT(**model_args).eval(), (idx,))
+    for system in SYSTEMS:
+        model = distinct(gpt.GPT, tag_of(system))(**model_args).eval()
+        timed[f"GPT: {system}"] = (compile_with(system, model), (idx,))
+    modes = (("no_grad", torch.no_grad), ("grad", torch.enable_grad))
+    for name, (fn, args) in timed.items():  # compile (with the system's setting) and warm up
+        share = not name.endswith("identity")
+        for _, context in modes:
+            with context(), graphlift.config.patch(share_module_entries=share):
+                for _ in range(3):
+                    fn(*args)
+    results = {}
+    for mode, context in modes:
+        with context():
+            rounds = interleaved_rounds(timed, calls, samples)
+        results[mode] = {name: median_of(rounds, lambda r, n=name: r[n]) for name in timed}
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5, help="first-forward rounds")
+    parser.add_argument("--samples", type=int, default=21, help="hit-path rounds")
+    parser.add_argument("--calls", type=int, default=20, help="calls per hit-path sample")
+    args = parser.parse_args()
+    x = torch.randn(2, 16, DIM)
+    first_forward("graphlift", x)  # warm the process: imports, first ShapeEnv, Dynamo's setup
+    first_forward("torch.compile", x)
+    table = first_forward_table(args.rounds, x)
+    tc_ms = table["torch.compile"][0]
+    print(f"first forward, {LAYERS} blocks compiled one by one (median of {args.rounds}):")
+    print(f"{'system':<20} {'ms':>8} {'compiles':>9} {'vs torch.compile':>17}")
+    for system, (ms, count) in table.items():
+        print(f"{system:<20} {ms:8.1f} {count:9d} {ms / tc_ms:16.2f}x")
+    hits = hit_timings(x, args.samples, args.calls)
+    print(f"\nper call on cache hits, µs (median of {args.samples} interleaved rounds):")
+    print(f"{'workload':<30} {'no_grad':>9} {'grad':>9}")
+    for name in hits["no_grad"]:
+        print(f"{name:<30} {hits['no_grad'][name]:9.1f} {hits['grad'][name]:9.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,281 @@
+"""Regional compilation (issue 19): module instances alike share cache entries.
+
+A module passed as an argument is guarded by its structure, not its identity, and its
+parameters are graph inputs read from the instance at each call. Every test compares compiled
+with eager (outputs, gradients) and the compile counts with torch.compile's.
+"""
+
+import copy
+
+import torch
+import torch._dynamo
+import torch.nn.functional as F
+from torch import nn
+
+import graphlift
+from graphlift.testing import CompileCounter
+
+
+def same(a, b):
+    torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+
+
+class Block(nn.Module):
+    def __init__(self, dim=8, eps=1e-5, p=0.5):
+        super().__init__()
+        self.ln = nn.LayerNorm(dim, eps=eps)
+        self.fc = nn.Linear(dim, 2 * dim)
+        self.proj = nn.Linear(2 * dim, dim)
+        self.drop = nn.Dropout(p)
+        self.scale = 2
+
+    def forward(self, x):
+        return x + self.drop(self.proj(F.gelu(self.fc(self.ln(x))))) * self.scale
+
+
+def torch_compiles(run):
+    """Graphs torch.compile (backend eager) makes while ``run(compile)`` runs."""
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    run(lambda m: torch.compile(m, backend=counter))
+    torch._dynamo.reset()
+    return counter.frame_count
+
+
+def graphlift_compiles(run):
+    counter = CompileCounter()
+    run(lambda m: graphlift.compile(m, backend=counter))
+    return counter.frame_count
+
+
+def both(run):
+    """(graphlift's graphs, torch.compile's graphs) for ``run(compile)``."""
+    return graphlift_compiles(run), torch_compiles(run)
+
+
+# -- one compile for identical blocks ------------------------------------------------------------
+def test_twelve_blocks_compile_once_each_with_its_own_weights():
+    torch.manual_seed(0)
+    blocks = [Block().eval() for _ in range(12)]
+    x = torch.randn(2, 8)
+
+    def run(compile):
+        compiled = [compile(b) for b in blocks]
+        outs = [c(x) for c in compiled]
+        for out, block in zip(outs, blocks):
+            same(out, block(x))
+        assert not torch.allclose(outs[0], outs[1])  # the blocks really differ
+        for c in compiled:  # second round: every block a cache hit
+            c(x)
+
+    assert both(run) == (1, 1)
+    entry = graphlift.cache_entries(graphlift.compile(blocks[0]))[0]
+    assert any(g.startswith("nn_module_structure(L['self']) == ") for g in entry.guards)
+    assert "L['self'] is" not in " ".join(entry.guards)  # no identity guard
+    assert "._parameters['weight']" in entry.run_source  # parameters read by path
+
+
+def test_a_decoder_of_blocks_through_a_module_list():
+    torch.manual_seed(0)
+    layers = nn.ModuleList(Block().eval() for _ in range(4))
+    x = torch.randn(2, 8)
+
+    def run(compile):
+        for i, layer in enumerate(layers):
+            layers[i] = compile(layer)
+        y = x
+        with torch.no_grad():  # else every block but the first gets an input requiring grad
+            for layer in layers:
+                y = layer(y)
+        for i, layer in enumerate(layers):
+            layers[i] = getattr(layer, "_orig_mod", layer)
+        expected = x
+        for layer in layers:
+            expected = layer(expected)
+        same(y, expected)
+
+    assert both(run) == (1, 1)
+
+
+def test_a_fresh_module_argument_each_call_compiles_once():
+    def apply(m, x):
+        return m(x) + 1
+
+    x = torch.randn(2, 8)
+
+    def run(compile):
+        fn = compile(apply)
+        for _ in range(3):
+            m = Block().eval()
+            same(fn(m, x), apply(m, x))
+
+    assert both(run) == (1, 1)
+
+
+# -- what differs is guarded ---------------------------------------------------------------------
+def test_other_shapes_recompile():
+    torch.manual_seed(0)
+    small, wide = Block(8).eval(), Block(16).eval()
+
+    def run(compile):
+        for block, x in ((small, torch.randn(2, 8)), (wide, torch.randn(2, 16))):
+            same(compile(block)(x), block(x))
+
+    assert both(run) == (2, 2)
+
+
+def test_eval_mode_of_one_block_is_guarded():
+    torch.manual_seed(0)
+    trained, evaluated = Block(p=0.0), Block(p=0.0).eval()
+    x = torch.randn(2, 8)
+
+    def run(compile):
+        for block in (trained, evaluated, trained):
+            same(compile(block)(x), block(x))
+
+    assert both(run) == (2, 2)
+
+
+def test_a_hook_on_one_block_is_seen():
+    torch.manual_seed(0)
+    plain, hooked = Block().eval(), Block().eval()
+    hooked.fc.register_forward_hook(lambda module, args, out: out * 3)
+    x = torch.randn(2, 8)
+    counter = CompileCounter()
+    for block in (plain, hooked, plain, hooked):
+        same(graphlift.compile(block, backend=counter)(x), block(x))
+    assert counter.frame_count == 2
+
+
+def test_torch_layer_hyperparameters_are_part_of_the_structure():
+    torch.manual_seed(0)
+    a, b = Block(eps=1e-5).eval(), Block(eps=1e-1).eval()
+    x = torch.randn(2, 8)
+    counter = CompileCounter()
+    for block in (a, b):
+        same(graphlift.compile(block, backend=counter)(x), block(x))
+    assert counter.frame_count == 2  # LayerNorm.eps is not guarded one by one, yet differs
+
+
+def test_plain_attributes_are_guarded_per_instance():
+    torch.manual_seed(0)
+    a, b = Block().eval(), Block().eval()
+    b.scale = 3
+    x = torch.randn(2, 8)
+
+    def run(compile):
+        for block in (a, b):
+            same(compile(block)(x), block(x))
+
+    assert both(run) == (2, 2)
+
+
+def test_tied_and_untied_weights_are_told_apart():
+    class Tied(nn.Module):
+        def __init__(self, tie):
+            super().__init__()
+            self.a, self.b = nn.Linear(4, 4, bias=False), nn.Linear(4, 4, bias=False)
+            if tie:
+                self.b.weight = self.a.weight
+
+        def forward(self, x):
+            return self.b(self.a(x))
+
+    torch.manual_seed(0)
+    tied, untied = Tied(True).eval(), Tied(False).eval()
+    x = torch.randn(2, 4)
+    counter = CompileCounter()
+    for m in (tied, untied, tied):
+        same(graphlift.compile(m, backend=counter)(x), m(x))
+    assert counter.frame_count == 2
+
+
+def test_recompile_limit_counts_per_structure():
+    blocks = [Block(dim).eval() for dim in range(2, 12)]
+
+    def apply(m, x):
+        return m(x)
+
+    fn = graphlift.compile(apply, backend=CompileCounter())
+    for block in blocks:
+        x = torch.randn(2, block.ln.normalized_shape[0])
+        same(fn(block, x), block(x))
+    stats = graphlift.stats(fn)
+    assert stats.compiles == 10 and not stats.recompile_limit_hit
+
+
+def test_a_structure_miss_is_explained(caplog):
+    graphlift.set_logs(recompiles=True)
+    try:
+        x = torch.randn(2, 8)
+        graphlift.compile(Block().eval())(x)
+        graphlift.compile(Block(eps=0.1).eval())(x)
+    finally:
+        graphlift.set_logs(recompiles=False)
+    text = "\n".join(r.getMessage() for r in caplog.records if r.name == "graphlift.recompiles")
+    assert "nn_module_structure(L['self']) ==" in text and "(now " in text
+
+
+# -- parameters are read at call time ------------------------------------------------------------
+def test_parameters_mutated_in_place_or_replaced_are_seen():
+    torch.manual_seed(0)
+    blocks = [Block().eval() for _ in range(2)]
+    counter = CompileCounter()
+    compiled = [graphlift.compile(b, backend=counter) for b in blocks]
+    x = torch.randn(2, 8)
+    compiled[0](x)
+    with torch.no_grad():
+        blocks[1].fc.weight.mul_(2)  # in place
+    same(compiled[1](x), blocks[1](x))
+    blocks[0].proj.weight = nn.Parameter(torch.randn(8, 16))  # replaced, same shape
+    same(compiled[0](x), blocks[0](x))
+    assert counter.frame_count == 1
+    blocks[0].proj = nn.Linear(16, 8, bias=False)  # replaced by another structure
+    same(compiled[0](x), blocks[0](x))
+    same(compiled[1](x), blocks[1](x))
+    assert counter.frame_count == 2
+
+
+def test_gradients_reach_each_blocks_own_parameters():
+    torch.manual_seed(0)
+    blocks = nn.ModuleList(Block(p=0.0) for _ in range(3))
+    reference = copy.deepcopy(blocks)
+    counter = CompileCounter()
+    compiled = [graphlift.compile(b, backend=counter) for b in blocks]
+    x = torch.randn(4, 8, requires_grad=True)  # every block's input requires grad: one entry
+    x_ref = x.detach().clone().requires_grad_(True)
+    y = x
+    for c in compiled:
+        y = c(y)
+    y.square().sum().backward()
+    z = x_ref
+    for r in reference:
+        z = r(z)
+    z.square().sum().backward()
+    same(y, z)
+    same(x.grad, x_ref.grad)
+    for p, q in zip(blocks.parameters(), reference.parameters()):
+        same(p.grad, q.grad)
+    assert counter.frame_count == 1
+
+
+def test_requires_grad_flipped_on_one_block_is_guarded():
+    torch.manual_seed(0)
+    a, b = Block(p=0.0), Block(p=0.0)
+    b.fc.weight.requires_grad_(False)
+    counter = CompileCounter()
+    x = torch.randn(2, 8)
+    for block in (a, b):
+        graphlift.compile(block, backend=counter)(x).sum().backward()
+    assert b.fc.weight.grad is None and a.fc.weight.grad is not None
+    assert counter.frame_count == 2
+
+
+def test_identity_pinning_stays_available():
+    blocks = [Block().eval() for _ in range(3)]
+    x = torch.randn(2, 8)
+    counter = CompileCounter()
+    with graphlift.config.patch(share_module_entries=False):
+        for block in blocks:
+            same(graphlift.compile(block, backend=counter)(x), block(x))
+    assert counter.frame_count == 3
