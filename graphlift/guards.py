@@ -173,6 +173,7 @@ class GuardBuilder:
         }
         self.module_roots: list[tuple[Source, Any]] = []
         self.structure_roots: list[tuple[Source, Callable[[Any], int], int]] = []
+        self._structural: dict[Source, tuple[Any, Callable]] = {}  # root -> (module, grad_flags)
         self._refs: dict[int, str] = {}  # id -> object_ref expression, one name per object
         self._kept: list[Any] = []
         self._tensors = _TensorBatch()
@@ -443,17 +444,19 @@ class GuardBuilder:
                             f"{holder}.value"))
             self._fast.append(check)
 
-    def nn_module_structure(self, source: Source, module: Any,
-                            structure_id: Callable[[Any], int]) -> None:
+    def nn_module_structure(self, source: Source, module: Any, structure_id: Callable[[Any], int],
+                            grad_flags: Callable[[Any], tuple[bool, ...]]) -> None:
         """A module guarded by its structure, not its identity (regional compilation).
 
         ``structure_id(module)`` names the module tree's structure (classes, registry keys,
         parameter and buffer shapes, dtypes and devices, hooks, torch.nn hyperparameters) with a
         small int, memoized per instance: every instance of one structure passes, so identical
         transformer blocks share the entry; their members are walked to on each call.
+        ``grad_flags(module)`` gives the requires_grad of all its tensors (see nn_module_tensor).
         """
         if not self._once((GuardKind.NN_MODULE, "structure", source)):
             return
+        self._structural[source] = (module, grad_flags)
         self.type_match(source, module)
         e, sid = self.expr(source), structure_id(module)
         current = f"{self.const(structure_id)}({e})"
@@ -477,9 +480,10 @@ class GuardBuilder:
             return
         e, n = self.expr(source), source.name()
         if self.initial_state[0] and not is_pinned(source):
+            # Named one by one for diagnosis; checked for the whole tree in one call.
             self._add(Guard(GuardKind.NN_MODULE, f"{n}.requires_grad == {tensor.requires_grad}",
                             f"{e}.requires_grad is {tensor.requires_grad}", f"{e}.requires_grad"))
-            self._fast.append(f"{e}.requires_grad is {tensor.requires_grad}")
+            self._structural_grad_flags(source.root())
         elif self.initial_state[0]:
             if self._module_flags is None:
                 self._module_flags = ([], [])
@@ -500,6 +504,18 @@ class GuardBuilder:
             ):
                 self._add(Guard(GuardKind.NN_MODULE, text, check, current))
                 self._fast.append(check)
+
+    def _structural_grad_flags(self, root: Source) -> None:
+        """One check of the requires_grad flags of all tensors of a structurally guarded root."""
+        if root not in self._structural or \
+                not self._once((GuardKind.NN_MODULE, "grad_flags", root)):
+            return
+        module, grad_flags = self._structural[root]
+        current = f"{self.const(grad_flags)}({self.expr(root)})"
+        flags = self.const(grad_flags(module))
+        self._add(Guard(GuardKind.NN_MODULE, f"requires_grad of every tensor of {root.name()}",
+                        f"{current} == {flags}", current))
+        self._fast.append(f"{current} == {flags}")
 
     def global_state(self) -> None:
         """Grad mode, autocast and the default dtype: each changes what a graph computes."""

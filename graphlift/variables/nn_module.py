@@ -42,11 +42,13 @@ hooks added to a submodule after its instance was first checked.
 
 from __future__ import annotations
 
+import operator
 import types
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import torch
 from torch import nn
 
 from graphlift.config import config
@@ -105,7 +107,7 @@ def wrap_module(tx: InstructionTranslator, module: nn.Module, source: Source) ->
     """The builder's row for modules reached from the inputs: an argument is guarded by its
     structure (instances alike share the entry), anything else pinned by identity."""
     if config.share_module_entries and source.kind is SourceKind.LOCAL:
-        tx.guards.nn_module_structure(source, module, structure_id)
+        tx.guards.nn_module_structure(source, module, structure_id, requires_grad_flags)
         return NNModuleVariable(module, source, pinned=False)
     tx.guards.nn_module_root(source, module, STRUCTURE_VERSION)
     return NNModuleVariable(module, source)
@@ -114,8 +116,9 @@ def wrap_module(tx: InstructionTranslator, module: nn.Module, source: Source) ->
 # -- structure ids (regional compilation) ------------------------------------------------------
 _HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
 _structure_ids: dict[tuple, int] = {}  # structure key -> small int, process-wide
-# id(module) -> (weak reference, structure version when computed, structure id)
-_structure_memo: dict[int, tuple[weakref.ref, int, int]] = {}
+# id(module) -> (weak reference, structure version when computed, structure id, its tensors)
+_structure_memo: dict[int, tuple[weakref.ref, int, int, tuple]] = {}
+_requires_grad = operator.attrgetter("requires_grad")
 
 
 def structure_id(module: nn.Module) -> int:
@@ -124,24 +127,35 @@ def structure_id(module: nn.Module) -> int:
     Memoized per instance until the structure version moves (a member of a watched module was
     assigned or registered); the hit path is one dict lookup and two compares.
     """
+    return _memo(module)[2]
+
+
+def requires_grad_flags(module: nn.Module) -> tuple[bool, ...]:
+    """``requires_grad`` of every parameter and buffer of the tree, in structure order: one
+    check for all of them (flipping one changes no registry, so it is read on every call)."""
+    return tuple(map(_requires_grad, _memo(module)[3]))
+
+
+def _memo(module: nn.Module) -> tuple[weakref.ref, int, int, tuple]:
     memo = _structure_memo.get(id(module))
     if memo is not None and memo[1] == STRUCTURE_VERSION.value and memo[0]() is module:
-        return memo[2]
-    key = structure_key(module)
+        return memo
+    tensors: dict[int, torch.Tensor] = {}
+    key = structure_key(module, tensors)
     sid = _structure_ids.setdefault(key, len(_structure_ids))
     key_id = id(module)
     ref = weakref.ref(module, lambda _, key_id=key_id: _structure_memo.pop(key_id, None))
-    _structure_memo[key_id] = (ref, STRUCTURE_VERSION.value, sid)
-    return sid
+    memo = _structure_memo[key_id] = (ref, STRUCTURE_VERSION.value, sid, tuple(tensors.values()))
+    return memo
 
 
-def structure_key(module: nn.Module) -> tuple:
+def structure_key(module: nn.Module, tensors: dict[int, torch.Tensor]) -> tuple:
     """What a trace of ``module`` may rely on without a guard of its own, as one hashable
     tuple: per module of the tree (in registration order, shared submodules by first index),
-    its class, registry keys, hooks present, tensor metadata and torch.nn hyperparameters."""
+    its class, registry keys, hooks present, tensor metadata and torch.nn hyperparameters.
+    ``tensors`` receives the tree's tensors (id -> tensor), in order."""
     rows: list[tuple] = []
     first: dict[int, int] = {}
-    tensors: dict[int, int] = {}
     pending = [module]
     while pending:
         m = pending.pop(0)
@@ -160,7 +174,7 @@ def structure_key(module: nn.Module) -> tuple:
     return tuple(rows)
 
 
-def _tensor_specs(registry: dict, seen: dict[int, int]) -> tuple:
+def _tensor_specs(registry: dict, seen: dict[int, torch.Tensor]) -> tuple:
     """(name, class, sizes, strides, offset, dtype, device) per member; a tensor met before
     (tied weights) by its first index."""
     specs = []
@@ -168,9 +182,9 @@ def _tensor_specs(registry: dict, seen: dict[int, int]) -> tuple:
         if t is None:
             specs.append((name, None))
         elif id(t) in seen:
-            specs.append((name, "tied", seen[id(t)]))
+            specs.append((name, "tied", list(seen).index(id(t))))
         else:
-            seen[id(t)] = len(seen)
+            seen[id(t)] = t
             specs.append((name, type(t), tuple(t.shape), t.stride(), t.storage_offset(),
                           t.dtype, t.device))
     return tuple(specs)
