@@ -1,4 +1,4 @@
-"""Regional compilation: the 12 blocks of a decoder compiled one by one (``blocks[i] = compile(b)``).
+"""Regional compilation: the 12 blocks of a decoder compiled one by one (`blocks[i] = compile(b)`).
 
 For graphlift (module arguments guarded by structure, the default), graphlift with
 ``share_module_entries=False`` (each instance pinned by identity, as before issue 19) and

@@ -42,8 +42,9 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
                  variables.tensor, variables.numpy, variables.functions, variables.objects,
                  variables.builtins, variables.collections, variables.subclasses,
                  variables.distributed, variables.callables, variables.nn_module,
-                 variables.builder, variables  -- VariableTrackers, one kind per module; the
-                 builder wraps input values with their guards and knows every kind
+                 variables.builder, variables.regions, variables  -- VariableTrackers, one kind
+                 per module; the builder wraps input values with their guards and knows every
+                 kind; regions replays nested compile regions
     graph:       output_graph  -- the FX graph, fake tensors, graph inputs, the backend call
     rules:       trace_rules  -- inline, polyfill, builtin, graph node or skip, per callable
     records:     graph_break, backends, ddp_optimizer, side_effects, guards, dynamic_shapes,
@@ -89,6 +90,7 @@ from graphlift.explain import ExplainOutput, explain  # noqa: E402
 from graphlift.graph_break import graph_break  # noqa: E402
 from graphlift.logs import configure_from_env, set_logs  # noqa: E402
 from graphlift.stance import error_on_graph_break, set_stance  # noqa: E402
+from graphlift.variables.regions import nested_compile_region, region_stats  # noqa: E402
 
 configure_from_env()
 events.configure_from_env()  # GRAPHLIFT_RECORD: what `graphlift doctor` reads
@@ -121,6 +123,8 @@ __all__ = [
     "mark_dynamic",
     "mark_static",
     "mark_unbacked",
+    "nested_compile_region",
+    "region_stats",
     "register_backend",
     "reset",
     "set_logs",

@@ -92,6 +92,7 @@ class OutputGraph:
         # drops unused inputs, which would shift every later index.
         self.mutated_inputs: list[GraphInput] = []
         self.side_effects = SideEffects()
+        self.regions: dict[tuple, Any] = {}  # nested compile regions recorded in this trace
         self._real_contexts: list[Any] = []
 
     @property

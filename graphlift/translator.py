@@ -73,6 +73,7 @@ from graphlift.variables.objects import (
     UserObjectVariable,
     bind_class_attr,
 )
+from graphlift.variables.regions import call_region, region_of
 from graphlift.variables.symbolic import (
     SizeVariable,
     SliceVariable,
@@ -182,6 +183,7 @@ class InstructionTranslator:
         self.guards = guards
         self.builder = VariableBuilder(self)
         self.unread_arguments = dict(arguments)  # wrapped lazily: unread arguments get no guards
+        self.frame_fn, self.frame_arguments = fn, dict(arguments)  # real values, for regions
         self.generators: list[GeneratorVariable] = []  # every one made while tracing the frame
         cells = [CellVariable(contents_source=ClosureSource(name, i), real_cell=cell)
                  for i, (name, cell) in enumerate(zip(fn.__code__.co_freevars,
@@ -220,6 +222,9 @@ class InstructionTranslator:
         inliner = InliningTranslator(self, fn, bound)
         if fn.code.co_flags & CO_GENERATOR:
             return self.inline_generator(inliner, fn, args, kwargs)
+        region = region_of(fn)
+        if region is not None:  # graphlift.nested_compile_region: traced once, then reused
+            return call_region(self, fn, region, list(bound.values()), inliner.run)
         return inliner.run()
 
     def inline_generator(self, frame: InliningTranslator, fn: BaseUserFunctionVariable,

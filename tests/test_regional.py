@@ -6,6 +6,7 @@ with eager (outputs, gradients) and the compile counts with torch.compile's.
 """
 
 import copy
+import types
 
 import torch
 import torch._dynamo
@@ -279,3 +280,126 @@ def test_identity_pinning_stays_available():
         for block in blocks:
             same(graphlift.compile(block, backend=counter)(x), block(x))
     assert counter.frame_count == 3
+
+
+# -- nested_compile_region: one trace for a block called many times ------------------------------
+@graphlift.nested_compile_region
+def layer(block, x):
+    return block(x)
+
+
+class Stack(nn.Module):
+    def __init__(self, depth=6, dim=8, call=None):
+        super().__init__()
+        self.h = nn.ModuleList(Block(dim, p=0.0) for _ in range(depth))
+        self.call = call or layer
+
+    def forward(self, x):
+        for block in self.h:
+            x = self.call(block, x)
+        return x
+
+
+def test_a_region_called_six_times_is_traced_once():
+    torch.manual_seed(0)
+    stack = Stack().eval()
+    x = torch.randn(2, 8)
+    before = (graphlift.region_stats(layer).traced, graphlift.region_stats(layer).reused)
+    counter = CompileCounter()
+    with torch.no_grad():
+        same(graphlift.compile(stack, backend=counter)(x), stack(x))
+    stats = graphlift.region_stats(layer)
+    assert (stats.traced - before[0], stats.reused - before[1]) == (1, 5)
+    assert counter.frame_count == 1
+    assert layer(stack.h[0], x) is not None  # eagerly the function itself
+
+    torch_layer = torch.compiler.nested_compile_region(lambda block, x: block(x))
+    torch_stack = copy.deepcopy(stack)
+    torch_stack.call = torch_layer
+    with torch.no_grad():
+        assert torch_compiles(lambda compile: same(compile(torch_stack)(x), stack(x))) == 1
+
+
+def test_a_marked_forward_method_is_reused_and_gradients_match():
+    class Marked(Block):
+        forward = graphlift.nested_compile_region(_copy_function(Block.forward))
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.h = nn.ModuleList(Marked(p=0.0) for _ in range(4))
+
+        def forward(self, x):
+            for block in self.h:
+                x = block(x)
+            return x.square().sum()
+
+    torch.manual_seed(0)
+    model = Model()
+    reference = copy.deepcopy(model)
+    x = torch.randn(3, 8, requires_grad=True)  # every block's input requires grad: one key
+    graphlift.compile(model, backend=CompileCounter())(x).backward()
+    reference(x).backward()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        same(p.grad, q.grad)
+    stats = graphlift.region_stats(Marked.forward)
+    assert (stats.traced, stats.reused) == (1, 3)
+
+
+def _copy_function(fn):
+    """Another function object over the same code: a region mark (and its counters) of its own."""
+    return types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
+                              fn.__closure__)
+
+
+def test_a_block_that_differs_is_traced_again_and_guarded():
+    torch.manual_seed(0)
+    region = graphlift.nested_compile_region(_copy_function(layer))
+    stack = Stack(depth=4, call=region).eval()
+    stack.h[2].scale = 5  # a plain attribute: the rebased guard fails for this block
+    x = torch.randn(2, 8)
+    counter = CompileCounter()
+    compiled = graphlift.compile(stack, backend=counter)
+    with torch.no_grad():
+        same(compiled(x), stack(x))
+        stats = graphlift.region_stats(region)
+        assert (stats.traced, stats.reused) == (2, 2)
+        stack.h[3].scale = 7  # after compiling: the rebased guard of block 3 fails now
+        same(compiled(x), stack(x))
+    assert counter.frame_count == 2
+
+
+def test_other_argument_shapes_are_traced_again():
+    torch.manual_seed(0)
+    region = graphlift.nested_compile_region(_copy_function(layer))
+    small, wide = Block(8).eval(), Block(16).eval()
+
+    def run(a, b, x, y):
+        return region(a, x), region(b, y), region(a, x * 2)
+
+    x, y = torch.randn(2, 8), torch.randn(2, 16)
+    compiled = graphlift.compile(run, backend=CompileCounter())
+    with torch.no_grad():
+        for got, want in zip(compiled(small, wide, x, y), run(small, wide, x, y)):
+            same(got, want)
+    stats = graphlift.region_stats(region)
+    assert (stats.traced, stats.reused) == (2, 1)
+
+
+def test_a_region_with_side_effects_is_traced_every_call():
+    log = []
+
+    @graphlift.nested_compile_region
+    def noisy(block, x):
+        log.append(1)
+        return block(x)
+
+    torch.manual_seed(0)
+    stack = Stack(depth=3, call=noisy).eval()
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        expected = stack(x)
+        log.clear()
+        same(graphlift.compile(stack, backend=CompileCounter())(x), expected)
+    assert log == [1, 1, 1]
+    assert graphlift.region_stats(noisy).reused == 0
