@@ -8,7 +8,10 @@ torch.compile, all with backend "eager", one OpenMP thread, eval mode:
   take turns (A B C, A B C, ...) and the medians are reported;
 - per-call time of the compiled blocks on cache hits, interleaved with eager, under ``no_grad``
   and with grad mode on; and the same for the zoo's GPT compiled whole, so that the cost of
-  walking to parameters by path (structure) is seen next to binding them (identity).
+  walking to parameters by path (structure) is seen next to binding them (identity);
+- ``nested_compile_region``: the first call of a 32-block stack compiled whole, whose forward
+  calls one function per block, with the function marked (graphlift's mark, torch's
+  ``torch.compiler.nested_compile_region``) and unmarked.
 
     .venv/bin/python benchmarks/regional.py            # about a minute on a quiet machine
     .venv/bin/python benchmarks/regional.py --rounds 5
@@ -135,21 +138,90 @@ def hit_timings(x: torch.Tensor, samples: int, calls: int) -> dict[str, dict[str
     return results
 
 
+class Stack(torch.nn.Module):
+    """``layers`` blocks, each run through ``self.call(block, x)``."""
+
+    def __init__(self, layers: int, call: Callable) -> None:
+        super().__init__()
+        self.h = torch.nn.ModuleList(gpt.Block(DIM, HEADS, BLOCK, 0.0) for _ in range(layers))
+        self.call = call
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.h:
+            x = self.call(block, x)
+        return x
+
+
+def apply_block(block: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return block(x)
+
+
+def region_first_call(system: str, marked: bool, layers: int, x: torch.Tensor) -> tuple:
+    """(ms, graphs, bodies traced) of a fresh Stack's first compiled call."""
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    graphlift.reset()
+    call = types.FunctionType(apply_block.__code__, apply_block.__globals__, "apply_block")
+    if marked:
+        call = torch.compiler.nested_compile_region(call) if system == "torch.compile" \
+            else graphlift.nested_compile_region(call)
+    torch.manual_seed(0)
+    stack = Stack(layers, call).eval()
+    compiled = torch.compile(stack, backend="eager") if system == "torch.compile" \
+        else graphlift.compile(stack, backend="eager")
+    with torch.no_grad():
+        start = time.perf_counter()
+        out = compiled(x)
+        ms = (time.perf_counter() - start) * 1e3
+        torch.testing.assert_close(out, stack(x))
+    if system == "torch.compile":
+        return ms, int(torch._dynamo.utils.counters["stats"]["unique_graphs"]), None
+    traced = graphlift.region_stats(call).traced if marked else layers
+    return ms, graphlift.stats(compiled).graphs, traced
+
+
+def region_table(rounds: int, layers: int, x: torch.Tensor) -> None:
+    runs = [(s, m) for m in (False, True) for s in ("graphlift", "torch.compile")]
+    times: dict[tuple, list[float]] = {r: [] for r in runs}
+    counts: dict[tuple, tuple] = {}
+    for _ in range(rounds):
+        for system, marked in runs:
+            ms, graphs, traced = region_first_call(system, marked, layers, x)
+            times[(system, marked)].append(ms)
+            counts[(system, marked)] = (graphs, traced)
+    print(f"\nfirst call of a {layers}-block stack compiled whole (median of {rounds}):")
+    print(f"{'system':<16} {'region':<8} {'ms':>9} {'graphs':>7} {'blocks traced':>14}")
+    for system, marked in runs:
+        graphs, traced = counts[(system, marked)]
+        print(f"{system:<16} {'marked' if marked else 'plain':<8} "
+              f"{statistics.median(times[(system, marked)]):9.1f} {graphs:7d} "
+              f"{'' if traced is None else traced:>14}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="first-forward rounds")
     parser.add_argument("--samples", type=int, default=21, help="hit-path rounds")
     parser.add_argument("--calls", type=int, default=20, help="calls per hit-path sample")
+    parser.add_argument("--region-layers", type=int, default=32)
+    parser.add_argument("--region-rounds", type=int, default=3)
+    parser.add_argument("--only", choices=("regional", "hits", "region"), default=None)
     args = parser.parse_args()
     x = torch.randn(2, 16, DIM)
     first_forward("graphlift", x)  # warm the process: imports, first ShapeEnv, Dynamo's setup
     first_forward("torch.compile", x)
+    if args.only in (None, "region"):
+        region_table(args.region_rounds, args.region_layers, x)
+    if args.only == "region":
+        return
     table = first_forward_table(args.rounds, x)
     tc_ms = table["torch.compile"][0]
     print(f"first forward, {LAYERS} blocks compiled one by one (median of {args.rounds}):")
     print(f"{'system':<20} {'ms':>8} {'compiles':>9} {'vs torch.compile':>17}")
     for system, (ms, count) in table.items():
         print(f"{system:<20} {ms:8.1f} {count:9d} {ms / tc_ms:16.2f}x")
+    if args.only == "regional":
+        return
     hits = hit_timings(x, args.samples, args.calls)
     print(f"\nper call on cache hits, µs (median of {args.samples} interleaved rounds):")
     print(f"{'workload':<30} {'no_grad':>9} {'grad':>9}")

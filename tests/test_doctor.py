@@ -353,6 +353,7 @@ def test_cli_without_a_script_prints_usage(argv, capsys):
     ("torch.is_autocast_enabled() == False", Cause.GLOBAL_STATE),
     ("L['fn'] is <function act>", Cause.IDENTITY),
     ("G['helper'] is <function helper>", Cause.IDENTITY),
+    ("nn_module_structure(L['self']) == 3", Cause.MODULE_STRUCTURE),
     ("type(L['x']) is torch.Tensor", Cause.TYPE),
     ("len(L['xs']) == 3", Cause.CONTAINER),
     ("list(L['d']) == ['a', 'b']", Cause.CONTAINER),

@@ -40,6 +40,7 @@ class Cause(enum.Enum):
     SIZE = "size"
     GLOBAL_STATE = "global_state"
     IDENTITY = "identity"
+    MODULE_STRUCTURE = "module_structure"
     TYPE = "type"
     TENSOR_PROPERTY = "tensor_property"
     CONTAINER = "container"
@@ -55,6 +56,8 @@ TRIAGE_RULES: tuple[tuple[re.Pattern[str], Cause], ...] = (
     # "torch.is_grad_enabled() == True", autocast, the default dtype
     (re.compile(r"^torch\.(is_grad_enabled|is_autocast_enabled|get_default_dtype)\(\)"),
      Cause.GLOBAL_STATE),
+    # "nn_module_structure(L['self']) == 3": a module argument built differently
+    (re.compile(r"^nn_module_structure\("), Cause.MODULE_STRUCTURE),
     # "L['x'].size()[0] == 8", and any symbolic size guard once sizes are dynamic
     (re.compile(r"\.size\(\)\[\d+\]|\.shape\b"), Cause.SIZE),
     # "L['x'].dtype == torch.float32", device, requires_grad, "dim() == 2", "stride()[0] == 1"
@@ -91,6 +94,10 @@ ADVICE: dict[Cause, Advice] = {
     Cause.IDENTITY: Advice(
         "a module or function identity changes: a new object on every call",
         "define it once, outside the loop, and pass the same object every time"),
+    Cause.MODULE_STRUCTURE: Advice(
+        "module arguments differ in structure (classes, parameter shapes or dtypes, hooks, "
+        "torch.nn hyperparameters): each structure gets an entry of its own",
+        "build the blocks alike, or expect one entry per kind of block"),
     Cause.TYPE: Advice("an argument's type changes between calls",
                        "pass the same type on every call"),
     Cause.TENSOR_PROPERTY: Advice(

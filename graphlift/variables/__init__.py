@@ -22,8 +22,10 @@ translator reaches every kind, and a kind needing the translator gets it as ``tx
 - ``subclasses``: objects of user subclasses of builtins (``class Registry(dict)``, a
   ``ModelOutput``): a user object plus a tracker of its builtin part.
 - ``callables``: the trace rules' decisions as trackers (skipped, polyfilled, allow_in_graph).
-- ``nn_module``: ``nn.Module`` instances, pinned by identity; calls inline ``forward``.
+- ``nn_module``: ``nn.Module`` instances, pinned by identity or (arguments) guarded by their
+  structure; calls inline ``forward``.
 - ``builder``: wrapping real input values, with their guards (the one module knowing every kind).
+- ``regions``: ``nested_compile_region``, a marked function's trace recorded once and reused.
 """
 
 from graphlift.variables.base import NullVariable, VariableTracker

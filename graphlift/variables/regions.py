@@ -211,7 +211,7 @@ def _output_nodes(spec: Any) -> list[torch.fx.Node]:
 
 def _pattern(text: str) -> re.Pattern:
     """``text`` where it stands whole: ``h[1]`` must not match inside ``h[10]``."""
-    return re.compile(re.escape(text) + r"(?![0-9A-Za-z_])")
+    return re.compile(r"(?<![\w.'\"])" + re.escape(text) + r"(?![\w])")
 
 
 def _output_spec(result: VariableTracker) -> Any:
