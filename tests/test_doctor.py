@@ -56,8 +56,8 @@ PROBLEMS = textwrap.dedent('''
 
 
     @graphlift.compile
-    def apply(fn, x):  # called with a new module object each time
-        return fn(x)
+    def apply(x):  # reads a global module that is made anew before every call
+        return act(x)
 
 
     @graphlift.compile
@@ -76,8 +76,9 @@ PROBLEMS = textwrap.dedent('''
     for i in range(4):
         with torch.set_grad_enabled(i % 2 == 0):
             grad_flip(x)
-    for _ in range(5):  # a module made anew for every call (a redefined function with the same
-        apply(torch.nn.Tanh(), x)  # code is the same function to graphlift, as to torch.compile)
+    for _ in range(5):  # a global module made anew for every call: pinned by identity (a module
+        act = torch.nn.Tanh()  # argument is guarded by its structure, a redefined function with
+        apply(x)  # the same code is the same function: neither recompiles, as in torch.compile)
     for _ in range(10):
         clean(x)
 ''')
@@ -164,7 +165,7 @@ def test_grad_mode_flipping_is_global_state(problems):
 def test_new_object_on_every_call_is_identity(problems):
     item = recompiled(problems[1], "apply")
     assert item["compiles"] == 5
-    assert item["top_guard"]["subject"] == "L['fn']"
+    assert item["top_guard"]["subject"] == "G['act']"
     assert item["cause"] == "identity" and "define it once" in item["fix"]
 
 
