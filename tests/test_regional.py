@@ -403,3 +403,82 @@ def test_a_region_with_side_effects_is_traced_every_call():
         same(graphlift.compile(stack, backend=CompileCounter())(x), expected)
     assert log == [1, 1, 1]
     assert graphlift.region_stats(noisy).reused == 0
+
+
+# -- changes made in place after a module's structure was memoized -----------------------------
+class Hooked(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+        self.drop = nn.Dropout(0.5)
+        self.register_buffer("w", torch.full((3,), 2.0))
+
+    def forward(self, x):
+        y = self.drop(self.fc(x).relu())
+        if "w" in self._buffers:
+            y = y * self.w
+        return y
+
+
+def apply_module(block, x):
+    return block(x)
+
+
+# (change made after the first call, graphlift's graphs, torch.compile's graphs or None where
+# torch.compile serves a stale entry: a forward (pre-)hook on a submodule and a global hook)
+IN_PLACE_CHANGES = [
+    (lambda b: b.fc.register_forward_hook(lambda m, i, o: o * 100), 2, None),
+    (lambda b: b.fc.register_forward_pre_hook(lambda m, i: (i[0] * 3,)), 2, None),
+    (lambda b: b.fc.register_full_backward_hook(lambda m, gi, go: None), 2, 1),
+    (lambda b: delattr(b, "w"), 2, 2),
+    (lambda b: setattr(b.fc, "forward", lambda x: x * 7), 2, 2),
+    (lambda b: b.drop.train(), 2, 2),
+    (lambda b: b.fc._parameters.__setitem__("weight", nn.Parameter(torch.zeros(3, 3))), 1, 1),
+    (lambda b: b._modules.__setitem__("fc", nn.Sequential(nn.Linear(3, 3), nn.Tanh())), 2, 2),
+    (lambda b: b._modules.__setitem__("fc", nn.Linear(3, 3, bias=False)), 2, 2),
+    (lambda b: torch.nn.modules.module.register_module_forward_hook(
+        lambda m, i, o: o + 1 if isinstance(m, nn.Linear) else o), 1, None),
+]
+
+
+def test_changes_made_in_place_after_the_first_call_are_seen():
+    for index, (change, graphlift_graphs, torch_graphs) in enumerate(IN_PLACE_CHANGES):
+        def run(compile, change=change):
+            torch.manual_seed(0)
+            block, x = Hooked().eval(), torch.randn(2, 3)
+            compiled = compile(apply_module)
+            same(compiled(block, x), apply_module(block, x))
+            handle = change(block)
+            try:
+                torch.manual_seed(1)
+                out = compiled(block, x)
+                torch.manual_seed(1)
+                expected = apply_module(block, x)
+                return out, expected
+            finally:
+                if isinstance(handle, torch.utils.hooks.RemovableHandle):
+                    handle.remove()
+
+        graphlift.reset()
+        outs = {}
+        counts = [graphlift_compiles(lambda c, outs=outs: outs.setdefault("gl", run(c))),
+                  torch_compiles(lambda c, outs=outs: outs.setdefault("tc", run(c)))]
+        same(*outs["gl"])
+        assert counts[0] == graphlift_graphs, index
+        if torch_graphs is not None:
+            assert counts[1] == torch_graphs, index
+        else:  # torch.compile keeps serving the entry traced before the hook
+            assert not torch.allclose(*outs["tc"]), index
+
+
+def test_a_hook_added_to_one_of_two_blocks_sharing_an_entry_is_seen():
+    torch.manual_seed(0)
+    a, b, x = Hooked().eval(), Hooked().eval(), torch.randn(2, 3)
+    graphlift.reset()
+    compiled = graphlift.compile(apply_module)
+    same(compiled(a, x), a(x))
+    same(compiled(b, x), b(x))
+    b.fc.register_forward_hook(lambda m, i, o: -o)
+    same(compiled(a, x), a(x))
+    same(compiled(b, x), b(x))
+    assert graphlift.stats(compiled).compiles == 2

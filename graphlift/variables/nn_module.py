@@ -35,13 +35,16 @@ parameter and buffer shapes, strides, dtypes and devices, the presence of hooks 
 hyperparameters of the whole tree; members are walked to through their registries on each call
 (``ModuleMemberSource(pinned=False)``), so the twelve identical blocks of a decoder compiled
 one by one share one cache entry, each block running with its own parameters. Plain attributes of
-user modules are guarded through the path as for pinned modules. The memo is recomputed when the
-structure version moves; what it cannot see is what pinned modules cannot see (above), plus
-hooks added to a submodule after its instance was first checked.
+user modules are guarded through the path as for pinned modules. The memo is recomputed when
+the tree changes in place (:class:`_Memo`): a hook registered on any module of it or globally,
+``del m.w``, ``m.forward = f``, a registry written directly. Not seen: a hook dict written
+directly (``m._forward_hooks[k] = f``, no handle made) or replaced by another dict of the same
+length, and a plain attribute replaced in place that no trace read.
 """
 
 from __future__ import annotations
 
+import itertools
 import operator
 import types
 import weakref
@@ -50,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
+from torch.utils.hooks import RemovableHandle
 
 from graphlift.config import config
 from graphlift.exc import Unsupported
@@ -115,45 +119,101 @@ def wrap_module(tx: InstructionTranslator, module: nn.Module, source: Source) ->
 
 # -- structure ids (regional compilation) ------------------------------------------------------
 _HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+_REGISTRY_DICTS = ("_parameters", "_buffers", "_modules")
+# The hook dicts of each module of a tree: ``register_forward_hook`` and its kind mutate them in
+# place (no registration hook fires), each registration making a RemovableHandle.
+_HOOK_TABLES = (*_HOOK_DICTS, "_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs",
+                "_forward_hooks_always_called")
+# torch's process-wide module hooks: adding one changes every tree's structure id.
+_GLOBAL_HOOK_DICTS = ("_global_forward_pre_hooks", "_global_forward_hooks",
+                      "_global_backward_pre_hooks", "_global_backward_hooks",
+                      "_global_forward_hooks_always_called")
 _structure_ids: dict[tuple, int] = {}  # structure key -> small int, process-wide
-# id(module) -> (weak reference, structure version when computed, structure id, its tensors)
-_structure_memo: dict[int, tuple[weakref.ref, int, int, tuple]] = {}
+# id(module) -> _Memo of that instance
+_structure_memo: dict[int, _Memo] = {}
 _requires_grad = operator.attrgetter("requires_grad")
+_chain = itertools.chain.from_iterable
+
+
+class _Memo:
+    """A module tree's structure id and what proves it still holds, checked on every call.
+
+    Without a Python loop over the tree: the lengths of every module's registries and instance
+    ``__dict__`` (``del m.w``, ``m.forward = f``) and the identity of the registries' values
+    (``m._modules["fc"] = other``, ``m._parameters["w"] = p``) are compared as two C-level
+    lists; ``values`` keeps those values alive so that their ids cannot be reused. Hooks are
+    added in place; each registration (module, global or tensor hook) makes a RemovableHandle,
+    whose class counter is compared first: only when it moved are the hook dicts' lengths and
+    keys compared, and the counter recorded again if they are unchanged.
+    """
+
+    __slots__ = ("ref", "sid", "tensors", "sized", "registries", "lengths", "ids", "values",
+                 "handle_id", "hook_dicts", "hook_keys")
+
+    def __init__(self, ref: weakref.ref, sid: int, tensors: tuple,
+                 dicts: dict[str, list[dict]]) -> None:
+        self.ref, self.sid, self.tensors = ref, sid, tensors
+        self.registries = tuple(dicts["registries"])
+        self.sized = (*self.registries, *dicts["instance"])
+        self.lengths = list(map(len, self.sized))
+        self.values = list(_chain(map(dict.values, self.registries)))
+        self.ids = list(map(id, self.values))
+        self.hook_dicts = tuple(dicts["hooks"])
+        self.handle_id = RemovableHandle.next_id
+        self.hook_keys = _hook_keys(self.hook_dicts)
+
+    def holds(self) -> bool:
+        if list(map(len, self.sized)) != self.lengths or \
+                list(map(id, _chain(map(dict.values, self.registries)))) != self.ids:
+            return False
+        if RemovableHandle.next_id != self.handle_id:
+            if _hook_keys(self.hook_dicts) != self.hook_keys:
+                return False
+            self.handle_id = RemovableHandle.next_id
+        return True
+
+
+def _hook_keys(dicts: tuple[dict, ...]) -> tuple[list[int], list[Any]]:
+    return list(map(len, dicts)), list(_chain(dicts))
 
 
 def structure_id(module: nn.Module) -> int:
     """A small int naming ``module``'s structure; equal ints mean interchangeable modules.
 
-    Memoized per instance until the structure version moves (a member of a watched module was
-    assigned or registered); the hit path is one dict lookup and two compares.
+    Memoized per instance while the watched dicts of its tree are unchanged (:class:`_Memo`).
     """
-    return _memo(module)[2]
+    return _memo(module).sid
 
 
 def requires_grad_flags(module: nn.Module) -> tuple[bool, ...]:
     """``requires_grad`` of every parameter and buffer of the tree, in structure order: one
     check for all of them (flipping one changes no registry, so it is read on every call)."""
-    return tuple(map(_requires_grad, _memo(module)[3]))
+    return tuple(map(_requires_grad, _memo(module).tensors))
 
 
-def _memo(module: nn.Module) -> tuple[weakref.ref, int, int, tuple]:
+def _memo(module: nn.Module) -> _Memo:
     memo = _structure_memo.get(id(module))
-    if memo is not None and memo[1] == STRUCTURE_VERSION.value and memo[0]() is module:
+    if memo is not None and memo.ref() is module and memo.holds():
         return memo
     tensors: dict[int, torch.Tensor] = {}
-    key = structure_key(module, tensors)
+    dicts: dict[str, list[dict]] = {
+        "registries": [], "instance": [],
+        "hooks": [getattr(_module_hooks, name) for name in _GLOBAL_HOOK_DICTS]}
+    key = (_has_global_hooks(), structure_key(module, tensors, dicts))
     sid = _structure_ids.setdefault(key, len(_structure_ids))
     key_id = id(module)
     ref = weakref.ref(module, lambda _, key_id=key_id: _structure_memo.pop(key_id, None))
-    memo = _structure_memo[key_id] = (ref, STRUCTURE_VERSION.value, sid, tuple(tensors.values()))
+    memo = _structure_memo[key_id] = _Memo(ref, sid, tuple(tensors.values()), dicts)
     return memo
 
 
-def structure_key(module: nn.Module, tensors: dict[int, torch.Tensor]) -> tuple:
+def structure_key(module: nn.Module, tensors: dict[int, torch.Tensor],
+                  dicts: dict[str, list[dict]] | None = None) -> tuple:
     """What a trace of ``module`` may rely on without a guard of its own, as one hashable
     tuple: per module of the tree (in registration order, shared submodules by first index),
     its class, registry keys, hooks present, tensor metadata and torch.nn hyperparameters.
-    ``tensors`` receives the tree's tensors (id -> tensor), in order."""
+    ``tensors`` receives the tree's tensors (id -> tensor), in order; ``dicts`` the watched
+    dicts of each module (see :class:`_Memo`)."""
     rows: list[tuple] = []
     first: dict[int, int] = {}
     pending = [module]
@@ -164,6 +224,8 @@ def structure_key(module: nn.Module, tensors: dict[int, torch.Tensor]) -> tuple:
             continue
         first[id(m)] = len(rows)
         watch(m)
+        if dicts is not None:
+            _collect_dicts(m, dicts)
         children = m.__dict__.get("_modules", {})
         rows.append((type(m), tuple(children),
                      tuple(bool(m.__dict__.get(h)) for h in _HOOK_DICTS),
@@ -172,6 +234,14 @@ def structure_key(module: nn.Module, tensors: dict[int, torch.Tensor]) -> tuple:
                      _torch_constants(m)))
         pending.extend(c for c in children.values() if c is not None)
     return tuple(rows)
+
+
+def _collect_dicts(m: nn.Module, dicts: dict[str, list[dict]]) -> None:
+    """Add ``m``'s dicts that a memoized structure id watches (see :class:`_Memo`)."""
+    own = m.__dict__
+    dicts["instance"].append(own)
+    for kind, names in (("registries", _REGISTRY_DICTS), ("hooks", _HOOK_TABLES)):
+        dicts[kind].extend(d for d in map(own.get, names) if isinstance(d, dict))
 
 
 def _tensor_specs(registry: dict, seen: dict[int, torch.Tensor]) -> tuple:
