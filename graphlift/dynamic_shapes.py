@@ -226,7 +226,7 @@ class ShapePolicy:
     def unbacked_dims(self, source: Source, value: torch.Tensor) -> set[int]:
         """The dimensions graphlift's or torch's ``mark_unbacked`` asked for (never on a module's
         own tensors); torch's beats a static mark, as its other dynamic marks do."""
-        if is_pinned(source) or self.dynamic is False:
+        if is_module_member(source) or self.dynamic is False:
             return set()
         rank = max(value.dim(), 1)
         ours = set(_marked(value, UNBACKED_ATTR) - _marked(value, STATIC_ATTR))

@@ -292,6 +292,10 @@ def encode_entry(entry: CacheEntry) -> dict[str, Any]:
         raise NotPortable("an entry that runs eagerly after an internal error")
     if guards.module_roots:
         raise NotPortable("a module pinned by identity")
+    if guards.structure_roots:
+        # Structure ids are small ints numbered per process (nn_module.structure_id): another
+        # process could give the same int to another structure.
+        raise NotPortable("a module guarded by its structure id (the ids are per process)")
     run_code = entry.run.__code__
     return {
         "guards": {

@@ -162,14 +162,46 @@ def test_an_edited_helper_is_traced_again(cache, monkeypatch):
 
 
 # -- what is not saved -------------------------------------------------------------------------
-def test_an_entry_pinning_a_module_is_not_saved(cache):
-    model = torch.nn.Linear(3, 2)
-    compiled = graphlift.compile(model)
+PINNED = torch.nn.Linear(3, 2)
+
+
+def apply_pinned(x):
+    return PINNED(x)
+
+
+@pytest.fixture
+def guard_logs(caplog):
+    graphlift.set_logs(guards=True)
+    caplog.set_level(logging.INFO, logger="graphlift")
+    yield caplog
+    graphlift.set_logs(guards=False)
+
+
+def test_an_entry_pinning_a_module_is_not_saved(cache, guard_logs):
+    compiled = graphlift.compile(apply_pinned)
     x = torch.randn(4, 3)
-    assert_same(model(x), compiled(x))
+    call(compiled, apply_pinned, x)
+    assert "a module pinned by identity" in guard_logs.text
     graphlift.reset()
-    assert_same(model(x), compiled(x))
-    assert counts(type(model).forward) == (1, 0, 0)
+    call(compiled, apply_pinned, x)
+    assert counts(apply_pinned) == (1, 0, 0)
+
+
+def apply_block(block, x):
+    return block(x).relu()
+
+
+def test_an_entry_guarding_a_module_by_structure_is_not_saved(cache, guard_logs):
+    compiled = graphlift.compile(apply_block)
+    block, x = torch.nn.Linear(3, 2), torch.randn(4, 3)
+    call(compiled, apply_block, block, x)
+    entry = graphlift.cache_entries(compiled)[0]
+    assert any(g.startswith("nn_module_structure(L['block'])") for g in entry.guards)
+    assert "a module guarded by its structure id" in guard_logs.text
+    assert not cache.exists() or not any(cache.rglob("*.json"))  # nothing written
+    graphlift.reset()
+    call(compiled, apply_block, block, x)
+    assert counts(apply_block) == (1, 0, 0)  # traced again, nothing loaded
 
 
 def test_a_function_made_at_run_time_is_not_saved(cache):
