@@ -140,14 +140,14 @@ class _Memo:
 
     Without a Python loop over the tree: the lengths of every module's registries and instance
     ``__dict__`` (``del m.w``, ``m.forward = f``) and the identity of the registries' values
-    (``m._modules["fc"] = other``, ``m._parameters["w"] = p``) are compared as two C-level
-    lists; ``values`` keeps those values alive so that their ids cannot be reused. Hooks are
+    (``m._modules["fc"] = other``, ``m._parameters["w"] = p``) are compared in C-level maps
+    against the recorded ``values``. Hooks are
     added in place; each registration (module, global or tensor hook) makes a RemovableHandle,
     whose class counter is compared first: only when it moved are the hook dicts' lengths and
     keys compared, and the counter recorded again if they are unchanged.
     """
 
-    __slots__ = ("ref", "sid", "tensors", "sized", "registries", "lengths", "ids", "values",
+    __slots__ = ("ref", "sid", "tensors", "sized", "registries", "lengths", "values",
                  "handle_id", "hook_dicts", "hook_keys")
 
     def __init__(self, ref: weakref.ref, sid: int, tensors: tuple,
@@ -157,14 +157,14 @@ class _Memo:
         self.sized = (*self.registries, *dicts["instance"])
         self.lengths = list(map(len, self.sized))
         self.values = list(_chain(map(dict.values, self.registries)))
-        self.ids = list(map(id, self.values))
         self.hook_dicts = tuple(dicts["hooks"])
         self.handle_id = RemovableHandle.next_id
         self.hook_keys = _hook_keys(self.hook_dicts)
 
     def holds(self) -> bool:
+        # Equal lengths first, so that the pairwise identity test covers every value.
         if list(map(len, self.sized)) != self.lengths or \
-                list(map(id, _chain(map(dict.values, self.registries)))) != self.ids:
+                not all(map(operator.is_, _chain(map(dict.values, self.registries)), self.values)):
             return False
         if RemovableHandle.next_id != self.handle_id:
             if _hook_keys(self.hook_dicts) != self.hook_keys:
