@@ -193,6 +193,47 @@ def test_item10_graph_raises_restores_state_and_applies_earlier_writes(fn, capsy
     assert counter.frame_count == 1 and graphlift.stats(compiled).compiles == 1
 
 
+class Calls:
+    def __init__(self) -> None:
+        self.calls = 0
+
+
+def _write_between_ops_then_raise(x, cfg):
+    h = x[:1]
+    cfg.calls += 1  # after a tensor op, before the one that raises
+    h += x[0]  # eager raises: the two overlap in memory
+
+
+STEPS10 = 0
+
+
+def _global_write_between_ops_then_raise(x, y):
+    global STEPS10
+    for _ in range(1, x.shape[1]):
+        y.add_(x[1])  # raises on the second pass: y[1] overlaps y
+        x = y
+        STEPS10 += 1
+
+
+@pytest.mark.xfail(strict=True, reason="found by the fuzzer (seeds 205641, 206124): a Python "
+                   "write made between two tensor ops is lost when a later op of the graph "
+                   "raises (only writes before the first op are applied); torch.compile loses "
+                   "it too")
+@pytest.mark.parametrize("fn, make", [
+    (_write_between_ops_then_raise, lambda i: (t(2, 2), Calls())),
+    (_global_write_between_ops_then_raise, lambda i: (t(4, 5), t(4, 5, seed=1))),
+], ids=["attribute", "global"])
+def test_item10_a_write_between_ops_survives_a_later_op_raising(fn, make, capsys):
+    global STEPS10
+    STEPS10 = 0
+    eager = outcome(fn, *make(0))
+    eager_steps, STEPS10 = STEPS10, 0
+    got = outcome(graphlift.compile(fn), *make(0))
+    assert eager.error is not None
+    assert STEPS10 == eager_steps
+    assert_same_outcome(eager, got)
+
+
 # -- 11: calls that write into a tensor are never folded away ---------------------------------
 @pytest.fixture
 def process_group():
