@@ -154,8 +154,11 @@ class Instruction:
     arg: int | None
     argval: Any
     offset: int
-    lineno: int | None
+    lineno: int | None  # the line of the last instruction that had one, when this has none
     is_jump_target: bool
+    # Whether the line table gives this instruction a line of its own (a resume function's
+    # prologue has none: it loads the stack the break left).
+    located: bool = True
 
     def __str__(self) -> str:
         # The columns of dis: offset, opcode name, argument, resolved value.
@@ -183,7 +186,8 @@ def _decode(code: types.CodeType) -> list[Instruction]:
     result = []
     lineno = code.co_firstlineno
     for inst in raw:
-        if inst.positions is not None and inst.positions.lineno is not None:
+        located = inst.positions is not None and inst.positions.lineno is not None
+        if located:
             lineno = inst.positions.lineno
         argval = inst.argval
         if inst.opname in skips and raw[index_of[argval]].opname == skips[inst.opname]:
@@ -192,9 +196,10 @@ def _decode(code: types.CodeType) -> list[Instruction]:
             argval = raw[index_of[argval] + 1].offset
             targets.add(argval)
         result.append(Instruction(_canonical(inst), inst.arg, argval, inst.offset, lineno,
-                                  inst.is_jump_target))
+                                  inst.is_jump_target, located))
     return [inst if inst.offset not in targets else
-            Instruction(inst.opname, inst.arg, inst.argval, inst.offset, inst.lineno, True)
+            Instruction(inst.opname, inst.arg, inst.argval, inst.offset, inst.lineno, True,
+                        inst.located)
             for inst in result]
 
 

@@ -35,12 +35,9 @@ arguments. A dynamic int is a placeholder of its own, fed from its source.
 from __future__ import annotations
 
 import dataclasses
-import dis
 import functools
 import linecache
 import math
-import types
-import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -316,24 +313,10 @@ def tracing_location(tx: Any) -> UserLine | None:
     graph keeps the translators running (innermost last) and passes the innermost one here.
     """
     inst = getattr(tx, "inst", None)
-    if inst is None or inst.offset in _unlocated_offsets(tx.code):
+    if inst is None or not inst.located:  # a resume prologue: no line the user wrote
         return None
     return UserLine(tx.location(),
                     linecache.getline(tx.code.co_filename, inst.lineno or 0).strip())
-
-
-_UNLOCATED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _unlocated_offsets(code: types.CodeType) -> frozenset[int]:
-    """Offsets of instructions without a line of their own: a resume function's prologue, which
-    loads the stack the break left (its guards come from no line the user wrote)."""
-    offsets = _UNLOCATED.get(code)
-    if offsets is None:
-        offsets = _UNLOCATED[code] = frozenset(
-            inst.offset for inst in dis.get_instructions(code)
-            if inst.positions is None or inst.positions.lineno is None)
-    return offsets
 
 
 def stack_trace(tracers: list[Any]) -> str:

@@ -65,9 +65,10 @@ class Guard:
     # guard (``y = x * n  at demo.py:5``); None for what the call itself fixes (types, sizes).
     origin: str | None = None
 
-    def shown(self) -> str:
-        """The guard as logs show it to users: its text and, where known, the line behind it."""
-        return f"{self.text}  # {self.origin}" if self.origin else self.text
+    def shown(self, now: str = "") -> str:
+        """The guard as logs show it to users: its text, what it sees ``now`` (a miss's
+        `` (now 4)``) and, where known, the line behind it."""
+        return f"{self.text}{now}  # {self.origin}" if self.origin else f"{self.text}{now}"
 
 
 # Global state that changes what a graph computes. Bound C functions: cheapest to call.
@@ -112,8 +113,7 @@ class CompiledGuards:
                     continue
             except Exception:  # a guard that cannot even be evaluated has failed
                 return guard.shown()
-            text = guard.text + self._now(guard, args)
-            return f"{text}  # {guard.origin}" if guard.origin else text
+            return guard.shown(self._now(guard, args))
         if self.fast_source is not None and not self.fn(*args):
             # TensorGuards also compares each tensor's dispatch keys, which the Python checks do
             # not see: a conjugate or negative view, an inference tensor, inference mode.

@@ -246,7 +246,6 @@ DISTRIBUTED_COLLECTIVE = Rule("distributed_collective", Kind.GRAPH,
 DISTRIBUTED_QUERY = Rule("distributed_query", Kind.BUILTIN,
                          "a process-group query (get_rank, get_world_size, is_initialized): "
                          "folded to a constant, guarded on the default group")
-
 NUMPY_FUNCTION = Rule("numpy", Kind.GRAPH,
                       "a NumPy function with a torch._numpy counterpart, traced as torch "
                       "operations (config.trace_numpy)", "set config.trace_numpy = False to run "
