@@ -17,6 +17,7 @@ constant            None, bool, int, str, float (bit-exact), tuple, list, dict, 
                     device, torch.Size, memory formats and layouts
 import              modules, functions, classes, builtins reachable as ``module.qualname``;
                     only modules the loading process has imported already are used
+module globals      an imported module's ``__dict__`` (guards on another module's helper)
 weak reference      a weak reference to an importable object or a code object (below)
 code                a module-level function's code object, by that function's import path; it
                     loads only if the code there still has the saved contents
@@ -46,6 +47,7 @@ import hmac
 import json
 import operator
 import os
+import re
 import secrets
 import stat
 import sys
@@ -64,6 +66,8 @@ from graphlift.backends import call_graph_callable, lookup_backend
 from graphlift.cache import CacheEntry, ExtraState
 from graphlift.config import config
 from graphlift.guards import CompiledGuards, Guard, GuardKind, TensorSpec, tensor_checker
+from graphlift.sources import LocalSource
+from graphlift.variables import nn_module
 
 FORMAT = 1
 MAGIC = b"graphlift-cache"
@@ -89,6 +93,8 @@ def _encode(value: Any) -> Any:
         return {"float": value.hex()}
     if kind in (tuple, list, torch.Size):
         return {kind.__name__: [_encode(v) for v in value]}
+    if kind is dict and _module_of_globals(value) is not None:
+        return {"globals": _module_of_globals(value)}
     if kind is dict:
         return {"dict": [[_encode(k), _encode(v)] for k, v in value.items()]}
     if kind is slice:
@@ -111,6 +117,14 @@ def _encode(value: Any) -> Any:
     if kind is functools.partial:
         return {"partial": [_encode(value.func), _encode(value.args), _encode(value.keywords)]}
     return {"import": _encode_import(value)}
+
+
+def _module_of_globals(namespace: dict) -> str | None:
+    """The name of the imported module whose ``__dict__`` ``namespace`` is (a guard on a helper
+    of another module reads that module's globals), or None."""
+    name = namespace.get("__name__")
+    module = sys.modules.get(name) if isinstance(name, str) else None
+    return name if module is not None and vars(module) is namespace else None
 
 
 def _encode_code(code: types.CodeType) -> list[str]:
@@ -193,6 +207,7 @@ _DECODERS: dict[str, Callable[[Any], Any]] = {
     "attrgetter": lambda args: operator.attrgetter(*map(_decode, args)),
     "itemgetter": lambda args: operator.itemgetter(*map(_decode, args)),
     "import": lambda path: _resolve(*path),
+    "globals": lambda name: vars(sys.modules[name]),
     "code": _decode_code,
     "partial": lambda parts: functools.partial(_decode(parts[0]), *_decode(parts[1]),
                                                **_decode(parts[2])),
@@ -292,10 +307,6 @@ def encode_entry(entry: CacheEntry) -> dict[str, Any]:
         raise NotPortable("an entry that runs eagerly after an internal error")
     if guards.module_roots:
         raise NotPortable("a module pinned by identity")
-    if guards.structure_roots:
-        # Structure ids are small ints numbered per process (nn_module.structure_id): another
-        # process could give the same int to another structure.
-        raise NotPortable("a module guarded by its structure id (the ids are per process)")
     run_code = entry.run.__code__
     return {
         "guards": {
@@ -306,6 +317,7 @@ def encode_entry(entry: CacheEntry) -> dict[str, Any]:
                                     frozenset({"__gl_tensors", guards.fn.__name__})),
             "guards": [{**dataclasses.asdict(g), "kind": g.kind.value} for g in guards.guards],
             "tensors": [_encode_spec(s) for s in guards.tensor_specs],
+            "structures": [_encode_structure(guards, *root) for root in guards.structure_roots],
         },
         "run": {
             "source": entry.run_source,
@@ -314,6 +326,47 @@ def encode_entry(entry: CacheEntry) -> dict[str, Any]:
         },
         "graph": None if entry.graph is None else _encode_graph(entry.graph),
     }
+
+
+# -- structure ids (regional compilation) ------------------------------------------------------
+# A module argument is guarded by ``nn_module_structure(L['self']) == 3``: a small int numbered per
+# process (nn_module.structure_id). The entry keeps the structure *key* behind the int (classes by
+# import path, registry names, tensor metadata) and the exact check that compares it; loading
+# numbers the key in the new process and rewrites the int in the checks, so a module of that
+# structure passes there and any other fails.
+def _encode_structure(guards: CompiledGuards, source: Any, structure: Callable[[Any], int],
+                      sid: int) -> dict[str, Any]:
+    if structure is not nn_module.structure_id:
+        raise NotPortable("a module guarded by an unknown structure function")
+    text = f"nn_module_structure({source.name()}) == {sid}"
+    found = [g for g in guards.guards if g.kind is GuardKind.NN_MODULE and g.text == text]
+    if len(found) != 1:
+        raise NotPortable(f"a structure guard not found once ({text})")
+    return {"sid": sid, "key": _portable(nn_module.key_of_structure_id(sid)),
+            "check": found[0].check, "text": text,
+            "local": source.local_name if isinstance(source, LocalSource) else None}
+
+
+def _renumber(structures: list[dict[str, Any]]) -> tuple[Callable[[str], str], list]:
+    """A function rewriting saved structure checks to this process's ids, and the entry's
+    ``structure_roots`` (only frame locals: what the recompile limit counts by)."""
+    replace: dict[str, str] = {}
+    roots = []
+    for item in structures:
+        sid = nn_module.structure_id_of_key(_decode(item["key"]))
+        old = f" == {item['sid']}"
+        for saved in (item["check"], item["text"]):
+            if not saved.endswith(old):
+                raise ValueError(f"a structure check of another form: {saved}")
+            replace[saved] = saved.removesuffix(old) + f" == {sid}"
+        if item["local"] is not None:
+            roots.append((LocalSource(item["local"]), nn_module.structure_id, sid))
+    if not replace:
+        return (lambda text: text), roots
+    # One pass, whole checks only (``== 3`` is not a prefix of ``== 30``).
+    pattern = re.compile("|".join(re.escape(k) for k in sorted(replace, key=len, reverse=True))
+                         + r"(?!\d)")
+    return (lambda text: pattern.sub(lambda m: replace[m.group(0)], text)), roots
 
 
 def _encode_spec(spec: TensorSpec) -> dict[str, Any]:
@@ -325,6 +378,7 @@ def _encode_spec(spec: TensorSpec) -> dict[str, Any]:
 def decode_entry(data: dict[str, Any], compile_id: str, options: Any) -> CacheEntry:
     """Rebuild an entry in this process: rebind names, rebuild the graph, exec the sources."""
     g = data["guards"]
+    renumber, structure_roots = _renumber(g["structures"])
     namespace = {name: _decode(v) for name, v in g["namespace"].items()}
     specs = tuple(TensorSpec(_decode(s["type"]), _decode(s["dtype"]), _decode(s["device"]),
                              bool(s["requires_grad"]), tuple(s["sizes"]), tuple(s["strides"]))
@@ -332,14 +386,16 @@ def decode_entry(data: dict[str, Any], compile_id: str, options: Any) -> CacheEn
     checker = tensor_checker(specs) if g["fast_source"] and config.cpp_tensor_guards else None
     if checker is not None:
         namespace["__gl_tensors"] = checker
-    source = g["fast_source"] if checker is not None else g["source"]
+    source = renumber(g["fast_source"] if checker is not None else g["source"])
     exec(compile(source, "<graphlift guards>", "exec"), namespace)  # noqa: S102 - authenticated
     fn = namespace[g["name"]]
-    guards = [Guard(**{**item, "kind": GuardKind(item["kind"]),
+    guards = [Guard(**{**item, "kind": GuardKind(item["kind"]), "text": renumber(item["text"]),
+                       "check": renumber(item["check"]),
                        "current_names": tuple(item["current_names"])}) for item in g["guards"]]
-    compiled = CompiledGuards(fn, g["source"], guards, tuple(g["params"]), namespace,
+    compiled = CompiledGuards(fn, renumber(g["source"]), guards, tuple(g["params"]), namespace,
                               fast_source=source if checker is not None else None,
-                              tensor_specs=specs if checker is not None else ())
+                              tensor_specs=specs if checker is not None else (),
+                              structure_roots=tuple(structure_roots))
     r = data["run"]
     run_namespace = {name: _decode(v) for name, v in r["namespace"].items()}
     graph = None

@@ -20,6 +20,7 @@ from corpus.harness import assert_same
 import graphlift
 from graphlift import persist
 from graphlift.convert_frame import compile_options
+from graphlift.testing import CompileCounter
 
 ROOT = Path(__file__).resolve().parent.parent
 SCALE = 3
@@ -87,6 +88,50 @@ def test_a_second_process_runs_the_saved_entry_without_tracing(tmp_path):
     second = run_child(tmp_path)
     assert (second["compiles"], second["loaded"]) == (0, 1)
     assert not second["dynamo"]  # no trace: no fake tensors, so torch._dynamo is never imported
+
+
+MODULE_CHILD = """
+import json, sys
+import torch
+import graphlift
+from graphlift.variables import nn_module
+class Block(torch.nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.ln = torch.nn.LayerNorm(dim)
+        self.fc = torch.nn.Linear(dim, dim)
+    def forward(self, x):
+        return x + torch.relu(self.fc(self.ln(x)))
+class Stack(torch.nn.Module):
+    def __init__(self, dim, n):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(Block(dim) for _ in range(n))
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+for width in range(int(sys.argv[1])):  # other structures numbered first: other ids
+    nn_module.structure_id(torch.nn.Linear(width + 7, 1))
+torch.manual_seed(0)
+model, x = Stack(5, 3).eval(), torch.randn(2, 5)
+out = graphlift.compile(model)(x)
+assert torch.equal(out, model(x))
+stats = graphlift.stats(Stack.forward)
+print(json.dumps({"compiles": stats.compiles, "loaded": stats.loaded,
+                  "dynamo": "torch._dynamo" in sys.modules}))
+"""
+
+
+def test_a_second_process_runs_a_saved_module_entry(tmp_path):
+    env = dict(os.environ, GRAPHLIFT_CACHE_DIR=str(tmp_path), OMP_NUM_THREADS="1")
+
+    def run(shift):
+        done = subprocess.run([sys.executable, "-c", MODULE_CHILD, str(shift)], cwd=ROOT,
+                              env=env, capture_output=True, text=True, timeout=300, check=True)
+        return json.loads(done.stdout.splitlines()[-1])
+
+    assert run(0) == {"compiles": 1, "loaded": 0, "dynamo": True}
+    assert run(4) == {"compiles": 0, "loaded": 1, "dynamo": False}
 
 
 # -- what matches and what does not ------------------------------------------------------------
@@ -191,17 +236,124 @@ def apply_block(block, x):
     return block(x).relu()
 
 
-def test_an_entry_guarding_a_module_by_structure_is_not_saved(cache, guard_logs):
+# -- modules guarded by their structure (regional compilation) -------------------------------------
+class Block(torch.nn.Module):
+    def __init__(self, dim=4):
+        super().__init__()
+        self.ln = torch.nn.LayerNorm(dim)
+        self.fc = torch.nn.Linear(dim, dim)
+        self.scale = 2
+
+    def forward(self, x):
+        return x + torch.nn.functional.gelu(self.fc(self.ln(x))) * self.scale
+
+
+@pytest.fixture
+def new_numbering(monkeypatch):
+    """Stand in for a new process's structure ids: empty tables, and a call that numbers
+    ``n`` other structures first (so the loaded key gets another int than the saved one)."""
+    from graphlift.variables import nn_module
+
+    def renumber(n):
+        for name, empty in (("_structure_ids", {}), ("_structure_keys", []),
+                            ("_structure_memo", {})):
+            monkeypatch.setattr(nn_module, name, empty)
+        for width in range(n):
+            nn_module.structure_id(torch.nn.Linear(width + 7, 1))
+    return renumber
+
+
+def structure_guard(fn):
+    (text,) = [g for g in graphlift.cache_entries(fn)[0].guards
+               if g.startswith("nn_module_structure(")]
+    return text
+
+
+def test_an_entry_guarding_a_module_by_structure_loads_under_new_ids(cache, new_numbering):
     compiled = graphlift.compile(apply_block)
     block, x = torch.nn.Linear(3, 2), torch.randn(4, 3)
     call(compiled, apply_block, block, x)
-    entry = graphlift.cache_entries(compiled)[0]
-    assert any(g.startswith("nn_module_structure(L['block'])") for g in entry.guards)
-    assert "a module guarded by its structure id" in guard_logs.text
-    assert not cache.exists() or not any(cache.rglob("*.json"))  # nothing written
+    saved = structure_guard(apply_block)
     graphlift.reset()
+    new_numbering(5)
     call(compiled, apply_block, block, x)
-    assert counts(apply_block) == (1, 0, 0)  # traced again, nothing loaded
+    call(compiled, apply_block, torch.nn.Linear(3, 2), x)  # another instance alike: a hit
+    assert counts(apply_block) == (0, 1, 1)
+    loaded = structure_guard(apply_block)
+    assert loaded != saved and loaded.endswith(" == 5")  # the int numbered here, not the saved one
+    call(compiled, apply_block, torch.nn.Linear(3, 5), x)  # another structure: traced
+    assert counts(apply_block) == (1, 1, 1)
+
+
+def test_a_module_whose_structure_differs_misses_the_loaded_entry(cache, new_numbering):
+    compiled = graphlift.compile(apply_block)
+    x = torch.randn(4, 3)
+    call(compiled, apply_block, torch.nn.Linear(3, 2), x)
+    graphlift.reset()
+    new_numbering(0)  # the other structure gets the int the saved entry had
+    call(compiled, apply_block, torch.nn.Linear(3, 2, bias=False), x)
+    assert counts(apply_block) == (1, 1, 0)
+
+
+def test_blocks_compiled_one_by_one_warm_start_with_one_loaded_entry(cache, new_numbering):
+    torch.manual_seed(0)
+    blocks = [Block().eval() for _ in range(4)]
+    x = torch.randn(2, 4)
+
+    def forward(compile):
+        y = x
+        with torch.no_grad():  # else every block but the first gets an input requiring grad
+            for block in map(compile, blocks):
+                y = block(y)
+        return y
+
+    expected = forward(lambda m: m)
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    assert_same(expected, forward(lambda m: torch.compile(m, backend=counter)))
+    torch._dynamo.reset()
+    assert_same(expected, forward(graphlift.compile))
+    assert graphlift.stats(Block.forward).compiles == counter.frame_count == 1
+    graphlift.reset()
+    new_numbering(3)
+    assert_same(expected, forward(graphlift.compile))
+    stats = graphlift.stats(Block.forward)
+    assert (stats.compiles, stats.loaded, stats.hits) == (0, 1, 3)
+    blocks[2].scale = 3  # a plain attribute the trace read: its guard misses
+    expected = forward(lambda m: m)
+    assert_same(expected, forward(graphlift.compile))
+    assert graphlift.stats(Block.forward).compiles == 1
+
+
+@graphlift.nested_compile_region
+def layer(block, x):
+    return block(x)
+
+
+class Stack(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(Block() for _ in range(3))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = layer(block, x)
+        return x
+
+
+def test_an_entry_with_nested_compile_regions_warm_starts(cache, new_numbering):
+    """The entry's guards read the region function's module globals (saved by module name)."""
+    torch.manual_seed(0)
+    model, x = Stack().eval(), torch.randn(2, 4)
+    with torch.no_grad():
+        compiled = graphlift.compile(model)
+        call(compiled, model, x)
+        assert graphlift.region_stats(layer).reused == 2
+        graphlift.reset()
+        new_numbering(2)
+        call(compiled, model, x)
+    stats = graphlift.stats(Stack.forward)
+    assert (stats.compiles, stats.loaded) == (0, 1)
 
 
 def test_a_function_made_at_run_time_is_not_saved(cache):

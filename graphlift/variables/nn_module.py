@@ -129,6 +129,7 @@ _GLOBAL_HOOK_DICTS = ("_global_forward_pre_hooks", "_global_forward_hooks",
                       "_global_backward_pre_hooks", "_global_backward_hooks",
                       "_global_forward_hooks_always_called")
 _structure_ids: dict[tuple, int] = {}  # structure key -> small int, process-wide
+_structure_keys: list[tuple] = []  # small int -> structure key (graphlift.persist saves keys)
 # id(module) -> _Memo of that instance
 _structure_memo: dict[int, _Memo] = {}
 _requires_grad = operator.attrgetter("requires_grad")
@@ -200,11 +201,27 @@ def _memo(module: nn.Module) -> _Memo:
         "registries": [], "instance": [],
         "hooks": [getattr(_module_hooks, name) for name in _GLOBAL_HOOK_DICTS]}
     key = (_has_global_hooks(), structure_key(module, tensors, dicts))
-    sid = _structure_ids.setdefault(key, len(_structure_ids))
+    sid = structure_id_of_key(key)
     key_id = id(module)
     ref = weakref.ref(module, lambda _, key_id=key_id: _structure_memo.pop(key_id, None))
     memo = _structure_memo[key_id] = _Memo(ref, sid, tuple(tensors.values()), dicts)
     return memo
+
+
+def structure_id_of_key(key: tuple) -> int:
+    """The small int of a structure key in this process, numbered on first use (a warm start
+    numbers the keys it loads, so ``structure_id`` of a matching module gives the same int)."""
+    sid = _structure_ids.get(key)
+    if sid is None:
+        sid = _structure_ids[key] = len(_structure_keys)
+        _structure_keys.append(key)
+    return sid
+
+
+def key_of_structure_id(sid: int) -> tuple:
+    """What :func:`structure_id_of_key` numbered ``sid``: the ids are per process, their keys
+    (classes, names, tensor metadata) are what a saved entry keeps."""
+    return _structure_keys[sid]
 
 
 def structure_key(module: nn.Module, tensors: dict[int, torch.Tensor],
