@@ -7,8 +7,11 @@ generated source, the FX graph node by node, and every object their namespaces h
 reached by import, written as its module and qualified name (``torch.add``, a user's module-level
 function or class). Loading rebinds each such name to the object the new process has there, and
 the guards then check the call as usual (``G['torch'] is <module torch>`` compares the frame's
-global with the rebound module). An entry holding anything else (a pinned ``nn.Module``, a resume
-function after a graph break, a closure made at run time) is not saved: the next process traces it.
+global with the rebound module). Modules: a module argument guarded by its structure id is saved
+with the structure's key and renumbered on load; a module pinned by identity is saved when it is
+a module-level global, by its name, and its members by their dotted names (sections below). An
+entry holding anything else (a module pinned as a closure, a resume function after a graph
+break, a closure made at run time) is not saved: the next process traces it.
 
 What may be saved and loaded, by kind of value (``_encode`` / ``_decode``):
 
@@ -18,6 +21,8 @@ constant            None, bool, int, str, float (bit-exact), tuple, list, dict, 
 import              modules, functions, classes, builtins reachable as ``module.qualname``;
                     only modules the loading process has imported already are used
 module globals      an imported module's ``__dict__`` (guards on another module's helper)
+pinned member       a pinned global module, its submodules, parameters and buffers, as
+                    ``module.global`` and a dotted member name (``fc.weight``)
 weak reference      a weak reference to an importable object or a code object (below)
 code                a module-level function's code object, by that function's import path; it
                     loads only if the code there still has the saved contents
@@ -34,8 +39,14 @@ that does not parse, is ignored with a warning and never executed. The directory
 the user and not be writable by others, else the cache is off (with a warning): whoever can
 write there could plant code.
 
-Only the ``eager`` backend is saved for now: other backends need example inputs to compile the
-loaded graph, which this module does not rebuild yet.
+Backends: ``eager`` runs the loaded graph as it is. ``aot_eager`` and ``inductor`` compile it
+again on load, with example inputs made from the saved metadata of each placeholder (sizes,
+strides, dtype, device, requires_grad: ``torch.empty_strided``; backends read no values); inductor
+then finds its own FX graph and AOTAutograd caches (``TORCHINDUCTOR_CACHE_DIR``) warm and skips
+code generation. A graph with symbolic sizes or int inputs is not saved for them (its examples
+would need this process's ShapeEnv). Other backends (a callable, ``mode=`` settings) are not
+saved. The graph saved is the one the entry keeps, after the backend ran: inductor's pre-grad
+passes may have rewritten it in place (the same computation; its FX cache key may then differ).
 """
 
 from __future__ import annotations
@@ -44,6 +55,7 @@ import dataclasses
 import functools
 import hashlib
 import hmac
+import itertools
 import json
 import operator
 import os
@@ -66,13 +78,14 @@ from graphlift.backends import call_graph_callable, lookup_backend
 from graphlift.cache import CacheEntry, ExtraState
 from graphlift.config import config
 from graphlift.guards import CompiledGuards, Guard, GuardKind, TensorSpec, tensor_checker
-from graphlift.sources import LocalSource
+from graphlift.sources import GlobalSource, LocalSource
 from graphlift.variables import nn_module
 
 FORMAT = 1
 MAGIC = b"graphlift-cache"
 KEY_FILE = ".graphlift-key"
-SAVED_BACKENDS = frozenset({"eager"})  # see the module docstring
+SAVED_BACKENDS = frozenset({"eager", "aot_eager", "inductor"})  # see the module docstring
+EXAMPLES_NOT_NEEDED = frozenset({"eager"})  # backends compiling the graph without examples
 
 
 class NotPortable(Exception):
@@ -84,9 +97,18 @@ _SCALARS = (type(None), bool, int, str)
 _TORCH_NAMED = (torch.memory_format, torch.layout)
 
 
+# While an entry is encoded: id -> [module, global name, dotted member] of the modules pinned by
+# identity that are module-level globals, their submodules, parameters and buffers.
+_pinned_members: dict[int, list[str]] = {}
+
+
 def _encode(value: Any) -> Any:
     """``value`` as JSON data that :func:`_decode` turns back into it, or NotPortable."""
     kind = type(value)
+    if isinstance(value, (torch.nn.Module, torch.Tensor)) and id(value) in _pinned_members:
+        return {"member": _pinned_members[id(value)]}
+    if value is nn_module.STRUCTURE_VERSION:  # the module guards' process-wide counter
+        return {"import": ["graphlift.variables.nn_module", "STRUCTURE_VERSION"]}
     if kind in _SCALARS:
         return value
     if kind is float:
@@ -208,10 +230,16 @@ _DECODERS: dict[str, Callable[[Any], Any]] = {
     "itemgetter": lambda args: operator.itemgetter(*map(_decode, args)),
     "import": lambda path: _resolve(*path),
     "globals": lambda name: vars(sys.modules[name]),
+    "member": lambda path: _member(*path),
     "code": _decode_code,
     "partial": lambda parts: functools.partial(_decode(parts[0]), *_decode(parts[1]),
                                                **_decode(parts[2])),
 }
+
+
+def _member(module: str, name: str, member: str) -> Any:
+    root = _resolve(module, name)
+    return operator.attrgetter(member)(root) if member else root
 
 
 def _checked(value: Any, kinds: type | tuple[type, ...]) -> Any:
@@ -263,6 +291,58 @@ def _encode_graph(gm: torch.fx.GraphModule) -> dict[str, Any]:
     return {"class_name": type(gm).__name__, "nodes": nodes, "code": gm.code}
 
 
+def _encode_examples(gm: torch.fx.GraphModule) -> list[dict[str, Any]]:
+    """Per placeholder, the metadata of the fake tensor it was traced with (what a backend that
+    compiles for its inputs needs), or NotPortable for a symbolic size or a non-tensor input."""
+    examples = []
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        fake = node.meta.get("example_value")
+        if not isinstance(fake, torch.Tensor):
+            raise NotPortable(f"a graph input that is not a tensor ({node.name})")
+        parts = (*fake.shape, *fake.stride(), fake.storage_offset())
+        if not all(type(p) is int for p in parts):
+            raise NotPortable(f"a graph input of symbolic size ({node.name})")
+        examples.append({"sizes": list(fake.shape), "strides": list(fake.stride()),
+                         "offset": fake.storage_offset(), "dtype": _portable(fake.dtype),
+                         "device": _portable(fake.device), "requires_grad": fake.requires_grad})
+    return examples
+
+
+def _compile_loaded(graph: torch.fx.GraphModule, examples: list[dict[str, Any]] | None,
+                    backend: str) -> Callable:
+    """The backend's callable for a loaded graph. A backend that compiles for its inputs gets
+    fake tensors of the saved metadata, static sizes, under a tracing context whose fake mode
+    has a ShapeEnv, as torch.compile hands them over: inductor's FX graph and AOTAutograd caches
+    are bypassed without a ShapeEnv."""
+    if examples is None:
+        return lookup_backend(backend)(graph, [])
+    # Imported here: these backends import torch._dynamo anyway; the eager path never does.
+    from torch._guards import TracingContext, tracing
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    mode = FakeTensorMode(shape_env=ShapeEnv(), static_shapes=True)
+    fakes = [mode.from_tensor(t, static_shapes=True) for t in _decode_examples(examples)]
+    with tracing(TracingContext(mode)):
+        return lookup_backend(backend)(graph, fakes)
+
+
+def _decode_examples(data: list[dict[str, Any]]) -> list[torch.Tensor]:
+    """Tensors of the saved metadata, their values unset (uninitialized memory): backends trace
+    them as fake tensors and read no values."""
+    examples = []
+    for item in data:
+        sizes, strides = item["sizes"], item["strides"]
+        extent = item["offset"] + sum((n - 1) * s for n, s in zip(sizes, strides)) + 1 \
+            if all(sizes) else 0
+        storage = torch.empty(extent, dtype=_decode(item["dtype"]), device=_decode(item["device"]))
+        example = storage.as_strided(sizes, strides, item["offset"])
+        examples.append(example.requires_grad_(bool(item["requires_grad"])))
+    return examples
+
+
 def _encode_arg(arg: Any) -> Any:
     if isinstance(arg, torch.fx.Node):
         return {"node": arg.name}
@@ -300,13 +380,23 @@ def _decode_graph(data: dict[str, Any]) -> torch.fx.GraphModule:
 
 
 # -- entries -----------------------------------------------------------------------------------
-def encode_entry(entry: CacheEntry) -> dict[str, Any]:
-    """An entry as data, or NotPortable naming what keeps it from being saved."""
+def encode_entry(entry: CacheEntry, module_name: str | None = None) -> dict[str, Any]:
+    """An entry as data, or NotPortable naming what keeps it from being saved. ``module_name``:
+    the module whose globals the frame runs in (pinned modules are saved as its globals)."""
     guards = entry.compiled_guards
     if entry.internal_error is not None:
         raise NotPortable("an entry that runs eagerly after an internal error")
-    if guards.module_roots:
-        raise NotPortable("a module pinned by identity")
+    _pinned_members.clear()
+    try:
+        pinned = [_pin(source, ref(), module_name) for source, ref in guards.module_roots]
+        return {**_encode_entry(entry), "pinned": pinned,
+                "version": _version_guard(guards) if pinned else None}
+    finally:
+        _pinned_members.clear()
+
+
+def _encode_entry(entry: CacheEntry) -> dict[str, Any]:
+    guards = entry.compiled_guards
     run_code = entry.run.__code__
     return {
         "guards": {
@@ -325,6 +415,8 @@ def encode_entry(entry: CacheEntry) -> dict[str, Any]:
             "at": [run_code.co_filename, run_code.co_name, run_code.co_firstlineno],
         },
         "graph": None if entry.graph is None else _encode_graph(entry.graph),
+        "examples": None if entry.graph is None or entry.options.backend in EXAMPLES_NOT_NEEDED
+        else _encode_examples(entry.graph),
     }
 
 
@@ -347,18 +439,69 @@ def _encode_structure(guards: CompiledGuards, source: Any, structure: Callable[[
             "local": source.local_name if isinstance(source, LocalSource) else None}
 
 
-def _renumber(structures: list[dict[str, Any]]) -> tuple[Callable[[str], str], list]:
-    """A function rewriting saved structure checks to this process's ids, and the entry's
-    ``structure_roots`` (only frame locals: what the recompile limit counts by)."""
-    replace: dict[str, str] = {}
+# -- modules pinned by identity ------------------------------------------------------------------
+# A module reached as a global is pinned: ``G['model'] is <module>`` and one structure version
+# proving its members unchanged, its parameters passed to the graph as constants. It is saved as
+# the module-level global it is (``__main__.model``) and its members by their dotted names; loading
+# reads them from the module there, watches its tree and rewrites the version guard to this
+# process's version. A module reached otherwise (a closure, an attribute) is not saved.
+def _pin(source: Any, module: Any, module_name: str | None) -> list[str]:
+    if not isinstance(source, GlobalSource) or module is None or module_name is None:
+        raise NotPortable(f"a module pinned by identity at {source.name()} (not a global)")
+    path = [module_name, source.global_name]
+    try:
+        found = _resolve(*path)
+    except Exception:
+        found = None
+    if found is not module:
+        raise NotPortable(f"a module pinned by identity at {source.name()} (not importable)")
+    for name, member in itertools.chain(module.named_modules(remove_duplicate=False),
+                                        module.named_parameters(remove_duplicate=False),
+                                        module.named_buffers(remove_duplicate=False)):
+        _pinned_members.setdefault(id(member), [*path, name])
+    return path
+
+
+def _version_guard(guards: CompiledGuards) -> dict[str, Any]:
+    found = [g for g in guards.guards if g.kind is GuardKind.NN_MODULE
+             and g.text.startswith("nn_module_structure_version == ")]
+    if len(found) != 1:
+        raise NotPortable("a pinned module without one structure version guard")
+    return {"check": found[0].check, "text": found[0].text,
+            "value": nn_module.STRUCTURE_VERSION.value}
+
+
+def _rebind_pinned(data: dict[str, Any], replace: dict[str, str]) -> list:
+    """Watch the pinned modules' trees here, and rewrite the version guard to this process's
+    version: the members were just read from the modules, so they are what the guard proves."""
+    roots = []
+    for module_name, global_name in data["pinned"]:
+        module = _resolve(module_name, global_name)
+        for m in module.modules():
+            nn_module.watch(m)
+        roots.append((GlobalSource(global_name), weakref.ref(module)))
+    if data["version"] is not None:
+        _replace_suffix(replace, data["version"], data["version"]["value"],
+                        nn_module.STRUCTURE_VERSION.value)
+    return roots
+
+
+def _replace_suffix(replace: dict[str, str], saved: dict[str, Any], old: int, new: int) -> None:
+    for text in (saved["check"], saved["text"]):
+        if not text.endswith(f" == {old}"):
+            raise ValueError(f"a module check of another form: {text}")
+        replace[text] = text.removesuffix(f" == {old}") + f" == {new}"
+
+
+def _renumber(structures: list[dict[str, Any]],
+              replace: dict[str, str]) -> tuple[Callable[[str], str], list]:
+    """A function rewriting saved structure checks to this process's ids (and what ``replace``
+    holds already), and the entry's ``structure_roots`` (only frame locals: what the recompile
+    limit counts by)."""
     roots = []
     for item in structures:
         sid = nn_module.structure_id_of_key(_decode(item["key"]))
-        old = f" == {item['sid']}"
-        for saved in (item["check"], item["text"]):
-            if not saved.endswith(old):
-                raise ValueError(f"a structure check of another form: {saved}")
-            replace[saved] = saved.removesuffix(old) + f" == {sid}"
+        _replace_suffix(replace, item, item["sid"], sid)
         if item["local"] is not None:
             roots.append((LocalSource(item["local"]), nn_module.structure_id, sid))
     if not replace:
@@ -378,7 +521,9 @@ def _encode_spec(spec: TensorSpec) -> dict[str, Any]:
 def decode_entry(data: dict[str, Any], compile_id: str, options: Any) -> CacheEntry:
     """Rebuild an entry in this process: rebind names, rebuild the graph, exec the sources."""
     g = data["guards"]
-    renumber, structure_roots = _renumber(g["structures"])
+    replace: dict[str, str] = {}
+    module_roots = _rebind_pinned(data, replace)
+    renumber, structure_roots = _renumber(g["structures"], replace)
     namespace = {name: _decode(v) for name, v in g["namespace"].items()}
     specs = tuple(TensorSpec(_decode(s["type"]), _decode(s["dtype"]), _decode(s["device"]),
                              bool(s["requires_grad"]), tuple(s["sizes"]), tuple(s["strides"]))
@@ -395,13 +540,14 @@ def decode_entry(data: dict[str, Any], compile_id: str, options: Any) -> CacheEn
     compiled = CompiledGuards(fn, renumber(g["source"]), guards, tuple(g["params"]), namespace,
                               fast_source=source if checker is not None else None,
                               tensor_specs=specs if checker is not None else (),
-                              structure_roots=tuple(structure_roots))
+                              structure_roots=tuple(structure_roots),
+                              module_roots=tuple(module_roots))
     r = data["run"]
     run_namespace = {name: _decode(v) for name, v in r["namespace"].items()}
     graph = None
     if data["graph"] is not None:
         graph = _decode_graph(data["graph"])
-        compiled_graph = lookup_backend(options.backend)(graph, [])  # eager: needs no examples
+        compiled_graph = _compile_loaded(graph, data["examples"], options.backend)
         run_namespace["__gl_graph"] = call_graph_callable(compiled_graph)
     exec(compile(r["source"], "<graphlift run>", "exec"), run_namespace)  # noqa: S102
     run = run_namespace["__gl_run"]
@@ -558,7 +704,7 @@ def save(fn: types.FunctionType, state: ExtraState, entry: CacheEntry) -> None:
     if entry.options.backend not in SAVED_BACKENDS:
         return
     try:
-        data = encode_entry(entry)
+        data = encode_entry(entry, fn.__globals__.get("__name__"))
     except NotPortable as why:
         logs.emit("guards", f"not saved to the cache: {fn.__qualname__} {entry.compile_id} "
                   f"holds {why}")

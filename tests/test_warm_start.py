@@ -9,6 +9,7 @@ and a file the cache did not write is never run.
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -206,6 +207,51 @@ def test_an_edited_helper_is_traced_again(cache, monkeypatch):
     assert counts(uses_helper)[:2] == (1, 0)
 
 
+# -- backends that compile the loaded graph ------------------------------------------------------
+def linear_relu(x, w):
+    return torch.relu(x @ w).sum(dim=-1) + 1
+
+
+def grads_of(compiled, x, w):
+    w = w.detach().requires_grad_()
+    out = compiled(x, w)
+    out.sum().backward()
+    return out.detach(), w.grad
+
+
+def test_an_aot_eager_entry_is_compiled_again_from_saved_examples(cache):
+    x, w = torch.randn(4, 5), torch.randn(5, 3)
+    expected = grads_of(linear_relu, x, w)
+    compiled = graphlift.compile(linear_relu, backend="aot_eager")
+    assert_same(expected, grads_of(compiled, x, w))
+    (saved,) = persist.read_entries(cache, saved_file(cache).stem)
+    assert [e["sizes"] for e in saved["examples"]] == [[4, 5], [5, 3]]
+    assert [e["requires_grad"] for e in saved["examples"]] == [False, True]
+    graphlift.reset()
+    assert_same(expected, grads_of(compiled, x, w))  # the loaded graph's backward too
+    assert counts(linear_relu) == (0, 1, 0)
+
+
+def test_an_entry_with_symbolic_sizes_is_not_saved_for_aot_eager(cache, guard_logs):
+    compiled = graphlift.compile(linear_relu, backend="aot_eager", dynamic=True)
+    call(compiled, linear_relu, torch.randn(4, 5), torch.randn(5, 3))
+    assert "a graph input of symbolic size" in guard_logs.text \
+        or "a graph input that is not a tensor" in guard_logs.text
+    assert not list(cache.glob("*.json"))
+
+
+@pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
+                    reason="inductor on CPU needs a C++ compiler")
+def test_an_inductor_entry_warm_starts(cache):
+    x, w = torch.randn(4, 5), torch.randn(5, 3)
+    compiled = graphlift.compile(linear_relu, backend="inductor")
+    call(compiled, linear_relu, x, w)
+    graphlift.reset()
+    call(compiled, linear_relu, x, w)
+    call(compiled, linear_relu, torch.randn(4, 5), w)
+    assert counts(linear_relu) == (0, 1, 1)
+
+
 # -- what is not saved -------------------------------------------------------------------------
 PINNED = torch.nn.Linear(3, 2)
 
@@ -222,14 +268,36 @@ def guard_logs(caplog):
     graphlift.set_logs(guards=False)
 
 
-def test_an_entry_pinning_a_module_is_not_saved(cache, guard_logs):
+def test_a_module_pinned_as_a_global_is_saved_by_its_name(cache, monkeypatch):
+    from graphlift.variables import nn_module
+
     compiled = graphlift.compile(apply_pinned)
     x = torch.randn(4, 3)
     call(compiled, apply_pinned, x)
-    assert "a module pinned by identity" in guard_logs.text
     graphlift.reset()
+    monkeypatch.setattr(nn_module.STRUCTURE_VERSION, "value", 1000)  # another process's count
     call(compiled, apply_pinned, x)
-    assert counts(apply_pinned) == (1, 0, 0)
+    assert counts(apply_pinned) == (0, 1, 0)
+    assert "nn_module_structure_version == 1000" in graphlift.cache_entries(apply_pinned)[0].guards
+    with torch.no_grad():
+        PINNED.weight.mul_(2)  # in place: the graph reads the module's own parameter
+    call(compiled, apply_pinned, x)
+    assert counts(apply_pinned) == (0, 1, 1)
+    monkeypatch.setattr(PINNED, "bias", torch.nn.Parameter(torch.zeros(2)))  # reassigned
+    call(compiled, apply_pinned, x)
+    assert counts(apply_pinned) == (1, 1, 1)
+
+
+def test_a_module_pinned_as_a_closure_is_not_saved(cache, guard_logs):
+    linear = torch.nn.Linear(3, 2)
+
+    def apply_closure(x):
+        return linear(x)
+
+    compiled = graphlift.compile(apply_closure)
+    call(compiled, apply_closure, torch.randn(4, 3))
+    assert "a module pinned by identity at" in guard_logs.text
+    assert not list(cache.glob("*.json"))
 
 
 def apply_block(block, x):
