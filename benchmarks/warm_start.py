@@ -94,17 +94,19 @@ def measure(workload: str, samples: int, root: Path, backend: str = "eager") -> 
     rounds = []
     for i in range(samples):
         cold_env = {"TORCHINDUCTOR_CACHE_DIR": str(root / f"cold-inductor-{i}")}
-        rounds.append({
-            "cold": json.loads(run_child(gl, env_vars=cold_env).stdout)["first_s"],
-            "warm": json.loads(run_child(warm, env_vars=gl_env).stdout)["first_s"],
-            "tc": json.loads(run_child(tc, env_vars=tc_env).stdout)["first_s"],
-        })
+        reports = {"cold": json.loads(run_child(gl, env_vars=cold_env).stdout),
+                   "warm": json.loads(run_child(warm, env_vars=gl_env).stdout),
+                   "tc": json.loads(run_child(tc, env_vars=tc_env).stdout)}
+        rounds.append({k: r["first_s"] for k, r in reports.items()}
+                      | {f"{k}_inductor_cache_hits": r["inductor_cache_hits"]
+                         for k, r in reports.items()})
     return {
         "workload": workload, "backend": backend,
         **{f"{k}_ms": statistics.median(r[k] for r in rounds) * 1e3
            for k in ("cold", "warm", "tc")},
         "warm_over_cold": statistics.median(r["warm"] / r["cold"] for r in rounds),
         "warm_over_tc": statistics.median(r["warm"] / r["tc"] for r in rounds),
+        "rounds": rounds,
     }
 
 

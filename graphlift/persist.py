@@ -322,9 +322,16 @@ def _compile_loaded(graph: torch.fx.GraphModule, examples: list[dict[str, Any]] 
     from torch._guards import TracingContext, tracing
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
     mode = FakeTensorMode(shape_env=ShapeEnv(), static_shapes=True)
     fakes = [mode.from_tensor(t, static_shapes=True) for t in _decode_examples(examples)]
+    # Each node's fake value, as the trace left it: AOTAutograd's cache serves only graphs whose
+    # method calls are made on nodes with an ``example_value``.
+    FakeTensorProp(graph, mode).propagate_dont_convert_inputs(*fakes)
+    for node in graph.graph.nodes:
+        if "val" in node.meta:
+            node.meta["example_value"] = node.meta.pop("val")
     with tracing(TracingContext(mode)):
         return lookup_backend(backend)(graph, fakes)
 

@@ -254,6 +254,9 @@ def test_a_loaded_inductor_graph_gets_fake_inputs_under_a_shape_env(cache, monke
     def recorder(gm, examples):
         context = TracingContext.try_get()
         seen.append((examples, context and context.fake_mode.shape_env))
+        # AOTAutograd's cache serves graphs whose nodes carry their fake values.
+        assert all(isinstance(n.meta.get("example_value"), FakeTensor)
+                   for n in gm.graph.nodes if n.op in ("placeholder", "call_method"))
         return gm.forward
 
     monkeypatch.setitem(backends._BACKENDS, "inductor", recorder)
