@@ -9,9 +9,12 @@ function or class). Loading rebinds each such name to the object the new process
 the guards then check the call as usual (``G['torch'] is <module torch>`` compares the frame's
 global with the rebound module). Modules: a module argument guarded by its structure id is saved
 with the structure's key and renumbered on load; a module pinned by identity is saved when it is
-a module-level global, by its name, and its members by their dotted names (sections below). An
-entry holding anything else (a module pinned as a closure, a resume function after a graph
-break, a closure made at run time) is not saved: the next process traces it.
+a module-level global, by its name, and its members by their dotted names (sections below). A
+resume function after a graph break is saved as its recipe (the frame's code and the resume key)
+and made again by the loader; its own entries have a file of their own, keyed by the resume
+code's contents, which the recipe reproduces exactly. An entry holding anything else (a module
+pinned as a closure, a closure made at run time, a grad-mode block's exit) is not saved: the
+next process traces it.
 
 What may be saved and loaded, by kind of value (``_encode`` / ``_decode``):
 
@@ -26,6 +29,7 @@ pinned member       a pinned global module, its submodules, parameters and buffe
 weak reference      a weak reference to an importable object or a code object (below)
 code                a module-level function's code object, by that function's import path; it
                     loads only if the code there still has the saved contents
+resume point        (in a run function) the resume key over the frame's own code
 operator getter     ``operator.attrgetter`` / ``itemgetter`` of constants; ``functools.partial``
                     of portable values
 ==================  ============================================================================
@@ -78,6 +82,7 @@ from graphlift.backends import call_graph_callable, lookup_backend
 from graphlift.cache import CacheEntry, ExtraState
 from graphlift.config import config
 from graphlift.guards import CompiledGuards, Guard, GuardKind, TensorSpec, tensor_checker
+from graphlift.resume import ResumeKey, ResumePoint, make_resume_code
 from graphlift.sources import GlobalSource, LocalSource
 from graphlift.variables import nn_module
 
@@ -97,6 +102,8 @@ _SCALARS = (type(None), bool, int, str)
 _TORCH_NAMED = (torch.memory_format, torch.layout)
 
 
+# While an entry is encoded: the code object of its frame (resume points continue it).
+_frame_code: list[types.CodeType] = []
 # While an entry is encoded: id -> [module, global name, dotted member] of the modules pinned by
 # identity that are module-level globals, their submodules, parameters and buffers.
 _pinned_members: dict[int, list[str]] = {}
@@ -109,6 +116,8 @@ def _encode(value: Any) -> Any:
         return {"member": _pinned_members[id(value)]}
     if value is nn_module.STRUCTURE_VERSION:  # the module guards' process-wide counter
         return {"import": ["graphlift.variables.nn_module", "STRUCTURE_VERSION"]}
+    if kind is ResumePoint:
+        return {"resume": _encode_resume(value)}
     if kind in _SCALARS:
         return value
     if kind is float:
@@ -139,6 +148,25 @@ def _encode(value: Any) -> Any:
     if kind is functools.partial:
         return {"partial": [_encode(value.func), _encode(value.args), _encode(value.keywords)]}
     return {"import": _encode_import(value)}
+
+
+def _encode_resume(point: ResumePoint) -> list[Any]:
+    """A resume function after a graph break, as the recipe that makes it: its key (where the
+    frame continues, the stack's shape, unbound locals) over the frame's code, which the loader
+    has (:func:`resume.make_resume_code` is deterministic: the same code and key give the same
+    resume code, and so the same cache file for the resume function's own entries)."""
+    if not _frame_code or _code_text(make_resume_code(_frame_code[0], point.key)) != \
+            _code_text(point.code):
+        raise NotPortable("a resume function of another frame's code")
+    key = point.key
+    return [key.offset, list(key.stack_nulls), sorted(key.unbound), _portable(point.make_wrapper)]
+
+
+def _decode_resume(data: list[Any], state: ExtraState, code: types.CodeType,
+                   options: Any) -> ResumePoint:
+    offset, nulls, unbound, make_wrapper = data
+    key = ResumeKey(offset, tuple(map(bool, nulls)), frozenset(unbound))
+    return state.resume_point(code, key, options, _decode(make_wrapper))
 
 
 def _module_of_globals(namespace: dict) -> str | None:
@@ -231,10 +259,15 @@ _DECODERS: dict[str, Callable[[Any], Any]] = {
     "import": lambda path: _resolve(*path),
     "globals": lambda name: vars(sys.modules[name]),
     "member": lambda path: _member(*path),
+    "resume": lambda data: _unavailable("a resume function outside a run namespace"),
     "code": _decode_code,
     "partial": lambda parts: functools.partial(_decode(parts[0]), *_decode(parts[1]),
                                                **_decode(parts[2])),
 }
+
+
+def _unavailable(what: str) -> Any:
+    raise ValueError(f"{what} cannot be loaded")
 
 
 def _member(module: str, name: str, member: str) -> Any:
@@ -252,6 +285,8 @@ def _portable(value: Any) -> Any:
     """Encode ``value`` and prove that decoding gives it back (the same object, or an equal
     value of the same type)."""
     data = _encode(value)
+    if type(value) is ResumePoint:  # made again by the loader's state (its recipe is checked)
+        return data
     back = _decode(json.loads(json.dumps(data)))
     if back is not value and not (type(back) is type(value) and _same(back, value)):
         raise NotPortable(f"{value!r} does not survive a round trip")
@@ -387,19 +422,23 @@ def _decode_graph(data: dict[str, Any]) -> torch.fx.GraphModule:
 
 
 # -- entries -----------------------------------------------------------------------------------
-def encode_entry(entry: CacheEntry, module_name: str | None = None) -> dict[str, Any]:
+def encode_entry(entry: CacheEntry, module_name: str | None = None,
+                 code: types.CodeType | None = None) -> dict[str, Any]:
     """An entry as data, or NotPortable naming what keeps it from being saved. ``module_name``:
-    the module whose globals the frame runs in (pinned modules are saved as its globals)."""
+    the module whose globals the frame runs in (pinned modules are saved as its globals);
+    ``code``: the frame's code object (what its resume functions continue)."""
     guards = entry.compiled_guards
     if entry.internal_error is not None:
         raise NotPortable("an entry that runs eagerly after an internal error")
     _pinned_members.clear()
+    _frame_code[:] = [code] if code is not None else []
     try:
         pinned = [_pin(source, ref(), module_name) for source, ref in guards.module_roots]
         return {**_encode_entry(entry), "pinned": pinned,
                 "version": _version_guard(guards) if pinned else None}
     finally:
         _pinned_members.clear()
+        _frame_code.clear()
 
 
 def _encode_entry(entry: CacheEntry) -> dict[str, Any]:
@@ -525,8 +564,11 @@ def _encode_spec(spec: TensorSpec) -> dict[str, Any]:
             "sizes": list(spec.sizes), "strides": list(spec.strides)}
 
 
-def decode_entry(data: dict[str, Any], compile_id: str, options: Any) -> CacheEntry:
-    """Rebuild an entry in this process: rebind names, rebuild the graph, exec the sources."""
+def decode_entry(data: dict[str, Any], compile_id: str, options: Any,
+                 state: ExtraState | None = None,
+                 code: types.CodeType | None = None) -> CacheEntry:
+    """Rebuild an entry in this process: rebind names, rebuild the graph, exec the sources.
+    ``state`` and ``code``: the frame's, where resume functions are made (after graph breaks)."""
     g = data["guards"]
     replace: dict[str, str] = {}
     module_roots = _rebind_pinned(data, replace)
@@ -550,7 +592,10 @@ def decode_entry(data: dict[str, Any], compile_id: str, options: Any) -> CacheEn
                               structure_roots=tuple(structure_roots),
                               module_roots=tuple(module_roots))
     r = data["run"]
-    run_namespace = {name: _decode(v) for name, v in r["namespace"].items()}
+    run_namespace = {name: _decode_resume(v["resume"], state, code, options)
+                     if isinstance(v, dict) and "resume" in v and state is not None
+                     and code is not None else _decode(v)
+                     for name, v in r["namespace"].items()}
     graph = None
     if data["graph"] is not None:
         graph = _decode_graph(data["graph"])
@@ -711,7 +756,7 @@ def save(fn: types.FunctionType, state: ExtraState, entry: CacheEntry) -> None:
     if entry.options.backend not in SAVED_BACKENDS:
         return
     try:
-        data = encode_entry(entry, fn.__globals__.get("__name__"))
+        data = encode_entry(entry, fn.__globals__.get("__name__"), fn.__code__)
     except NotPortable as why:
         logs.emit("guards", f"not saved to the cache: {fn.__qualname__} {entry.compile_id} "
                   f"holds {why}")
@@ -735,7 +780,8 @@ def load(fn: types.FunctionType, state: ExtraState, options: Any) -> list[CacheE
     loaded = []
     for data in read_entries(directory, entry_key(fn.__code__, options)):
         try:
-            loaded.append(decode_entry(data, state.next_compile_id(), options))
+            loaded.append(decode_entry(data, state.next_compile_id(), options, state,
+                                       fn.__code__))
         except Exception as error:  # a name that moved; or a file from a buggy graphlift
             logs.emit("guards", f"cache entry of {fn.__qualname__} not loaded: "
                       f"{type(error).__name__}: {error}")

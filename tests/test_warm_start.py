@@ -206,6 +206,55 @@ def test_an_edited_helper_is_traced_again(cache, monkeypatch):
     assert counts(uses_helper)[:2] == (1, 0)
 
 
+# -- graph breaks ------------------------------------------------------------------------------
+def with_break(x, n):
+    y = torch.sin(x) * n
+    print("between", n)
+    return torch.cos(y) + 1
+
+
+@pytest.fixture
+def traces(monkeypatch):
+    """How many frames (functions and resume functions) graphlift traces from now on."""
+    from graphlift import eval_frame
+
+    count = [0]
+    real = eval_frame.convert_frame
+
+    def counting(*args, **kwargs):
+        count[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(eval_frame, "convert_frame", counting)
+    return count
+
+
+def test_an_entry_with_a_graph_break_loads_with_its_resume_function(cache, traces, capsys):
+    x = torch.randn(3)
+    counter = CompileCounter()
+    torch._dynamo.reset()
+    assert_same(with_break(x, 2), torch.compile(with_break, backend=counter)(x, 2))
+    torch._dynamo.reset()
+    graphlift_counter = CompileCounter()
+    call(graphlift.compile(with_break, backend=graphlift_counter), with_break, x, 2)
+    assert graphlift_counter.frame_count == counter.frame_count == 2  # both split at print
+    graphlift.reset()
+    traces[0] = 0
+    compiled = graphlift.compile(with_break)
+    call(compiled, with_break, x, 2)
+    assert traces[0] == 2 and len(list(cache.glob("*.json"))) == 2  # the frame, its resume fn
+    graphlift.reset()
+    traces[0] = 0
+    capsys.readouterr()
+    call(compiled, with_break, x, 2)
+    call(compiled, with_break, torch.randn(3), 2)
+    assert capsys.readouterr().out == "between 2\n" * 4  # eager's print, compiled's print
+    assert traces[0] == 0  # neither the frame nor its resume function traced again
+    assert counts(with_break) == (0, 1, 1)
+    call(compiled, with_break, x, 3)  # another n: the frame is traced, its loaded resume
+    assert traces[0] == 1  # function (which does not read n) serves
+
+
 # -- backends that compile the loaded graph ------------------------------------------------------
 def linear_relu(x, w):
     return torch.relu(x @ w).sum(dim=-1) + 1
