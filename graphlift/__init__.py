@@ -48,12 +48,13 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
     graph:       output_graph  -- the FX graph, fake tensors, graph inputs, the backend call
     rules:       trace_rules  -- inline, polyfill, builtin, graph node or skip, per callable
     records:     graph_break, backends, ddp_optimizer, side_effects, guards, dynamic_shapes,
-                 polyfills.support, polyfills.builtins, polyfills.collections, polyfills.compiler,
-                 polyfills.copy,
+                 compiler_collectives, polyfills.support, polyfills.builtins,
+                 polyfills.collections, polyfills.compiler, polyfills.copy,
                  polyfills.functools, polyfills.heapq, polyfills.itertools, polyfills.operator,
                  polyfills, resume  -- break records, backends, splitting graphs at DDP's
                  gradient buckets, the side-effect ledger, guard
-                 kinds and the check function, symbolic sizes, pure-Python stand-ins for C
+                 kinds and the check function, symbolic sizes (agreed across ranks by compiler
+                 collectives), pure-Python stand-ins for C
                  functions, resume code objects
     bytecode:    bytecode  -- decoding 3.11 and 3.12 instructions into one form; the version check
     primitives:  config, break_types, exc, logs, progress, sources, code_extra  -- settings,

@@ -62,6 +62,13 @@ SETTINGS: dict[str, Setting] = {
         True, "inside a DistributedDataParallel forward, split each graph at DDP's gradient "
         "buckets so each bucket's all-reduce can start while backward continues"
     ),
+    "enable_compiler_collectives": Setting(
+        False, "with torch.distributed initialized, ranks exchange the sizes and ints each "
+        "compile sees, so all make the same values dynamic (graphlift/compiler_collectives.py)"
+    ),
+    "compiler_collectives_timeout_s": Setting(
+        30, "seconds a compile waits for the other ranks' sizes before deciding alone"
+    ),
     # Data-dependent values (graphlift/variables/tensor.py). fullgraph=True turns both on, as
     # torch.compile 2.13 does: there a break would be an error anyway.
     "capture_scalar_outputs": Setting(

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from graphlift import bytecode, logs, progress
+from graphlift import bytecode, compiler_collectives, logs, progress
 from graphlift.backends import keeps_floats_dynamic
 from graphlift.cache import CacheEntry, ExtraState
 from graphlift.codegen import BreakTail, FrameWrappers, OutputCodegen
@@ -142,7 +142,10 @@ def _convert(fn: types.FunctionType, state: ExtraState, args: tuple, options: Co
         return _generator_entry(fn, state, signature, compile_id, options)
     attempt = _Attempt(fn, state, args, options, wrappers, signature, compile_id)
     try:
-        return attempt.compile(break_at=None)
+        try:
+            return attempt.compile(break_at=None)
+        except _AgreedOtherwise:  # the ranks made more values dynamic: trace with them
+            return attempt.compile(break_at=None)
     except Unsupported as error:
         if options.fullgraph:
             raise
@@ -203,6 +206,10 @@ def _internal_error(fn: types.FunctionType, state: ExtraState, signature: FrameS
                       run_source, None, internal_error="".join(traceback.format_exception(error)))
 
 
+class _AgreedOtherwise(Exception):
+    """The first trace's automatic-dynamic decisions differ from what the ranks agreed."""
+
+
 class _Attempt:
     """One trace of the frame, to the end or to a graph break, made into a cache entry."""
 
@@ -213,13 +220,28 @@ class _Attempt:
         self.wrappers = wrappers
         self.signature, self.compile_id = signature, compile_id
         self.guards = GuardBuilder()
+        # config.enable_compiler_collectives: the first trace's sizes go to the other ranks
+        # (once per compile, a trace that breaks too); dynamic=True or False decide alone.
+        self.to_agree = options.dynamic is None and compiler_collectives.active()
+
+    def _agree(self, policy: ShapePolicy) -> None:
+        """Exchange the sizes and ints ``policy`` saw with the other ranks; raises
+        _AgreedOtherwise when that makes one dynamic that this trace had static."""
+        if not self.to_agree:
+            return
+        self.to_agree = False
+        peers = compiler_collectives.exchange(f"{self.state.location}:{self.fn.__qualname__}",
+                                              policy.seen.as_json())
+        if self.state.shape_memory.agree(policy.seen, peers):
+            raise _AgreedOtherwise
 
     def compile(self, break_at: int | None, error: Unsupported | None = None) -> CacheEntry:
         fn, state, signature = self.fn, self.state, self.signature
         progress.phase("setup")
         options = self.options
-        output = OutputGraph(ShapePolicy(state.shape_memory, options.dynamic,
-                                         keeps_floats_dynamic(options.backend)),
+        policy = ShapePolicy(state.shape_memory, options.dynamic,
+                             keeps_floats_dynamic(options.backend))
+        output = OutputGraph(policy,
                              capture_scalars=options.fullgraph or config.capture_scalar_outputs,
                              capture_dynamic_shapes=options.fullgraph or
                              config.capture_dynamic_output_shape_ops)
@@ -241,10 +263,14 @@ class _Attempt:
                 tail = BreakTail(tracer, codegen, state, self.options).statements()
             replay = output.side_effects.replay(codegen)
             early_writes = output.side_effects.replay_before_ops(codegen.fork())
+        except Unsupported:
+            self._agree(policy)  # before the retry that stops at the break
+            raise
         finally:
             output.restore_global_state()
             torch._C._set_grad_enabled(grad_mode)  # tracing follows the frame's grad switches
             state.stats.translate_seconds += time.perf_counter() - start
+        self._agree(policy)
         if error is not None:
             _record_break(fn, state, error)
         output.finish([tensor.node for tensor in codegen.outputs])

@@ -168,6 +168,25 @@ class ShapeMemory:
             self.scalars[source] = None
         return self.scalars[source] is None
 
+    def agree(self, seen: SeenValues, peers: list[dict[str, dict]]) -> bool:
+        """Merge what other ranks saw at the sources this rank's trace saw (by name); returns
+        whether that made a value dynamic which this trace had static (then trace again).
+        ``peers``: other ranks' :meth:`SeenValues.as_json` (config.enable_compiler_collectives)."""
+        static_before = self._static_count(seen)
+        for peer in peers:
+            for source, sizes in seen.sizes.items():
+                theirs = peer["sizes"].get(source.name())
+                if theirs is not None and len(theirs) == len(sizes):
+                    self.merge_sizes(source, tuple(theirs))
+            for source in seen.scalars:
+                if source.name() in peer["scalars"]:
+                    self.merge_scalar(source, peer["scalars"][source.name()])
+        return self._static_count(seen) < static_before
+
+    def _static_count(self, seen: SeenValues) -> int:
+        dims = sum(size is not None for source in seen.sizes for size in self.sizes[source])
+        return dims + sum(self.scalars.get(source) is not None for source in seen.scalars)
+
     def changes(self, params: tuple[str, ...], args: tuple) -> list[str]:
         """``"L['x'].size()[0]: now 8, before 10"`` for each static value that ``args`` change.
 
@@ -197,6 +216,18 @@ def _evaluate(source: Source, params: tuple[str, ...], args: tuple) -> Any:
         return None
 
 
+@dataclasses.dataclass
+class SeenValues:
+    """The sizes and scalars one trace asked automatic dynamic about (what ranks exchange)."""
+
+    sizes: dict[Source, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    scalars: dict[Source, int | float] = dataclasses.field(default_factory=dict)
+
+    def as_json(self) -> dict[str, dict]:
+        return {"sizes": {source.name(): list(sizes) for source, sizes in self.sizes.items()},
+                "scalars": {source.name(): value for source, value in self.scalars.items()}}
+
+
 class ShapePolicy:
     """Decides, for one compile, which dimensions and ints become symbols (see the module doc)."""
 
@@ -205,12 +236,14 @@ class ShapePolicy:
         self.memory = memory if memory is not None else ShapeMemory()
         self.dynamic = dynamic
         self.dynamic_floats = dynamic_floats  # False: the backend specializes them anyway
+        self.seen = SeenValues()
 
     def tensor_dims(self, source: Source, value: torch.Tensor) -> tuple[set[int], set[int]]:
         """(dimensions to make symbols, those of them that mark_dynamic asked for)."""
         if is_module_member(source):
             return set(), set()  # a module's parameter or buffer: static, as in torch.compile
         merged = self.memory.merge_sizes(source, tuple(value.shape))
+        self.seen.sizes[source] = tuple(value.shape)
         if self.dynamic is False:
             return set(), set()
         if self.dynamic is True:
@@ -234,6 +267,7 @@ class ShapePolicy:
         if type(value) is float and not (self.dynamic_floats and math.isfinite(value)):
             return False  # the ShapeEnv cannot reason about nan and inf: always a constant
         changed = self.memory.merge_scalar(source, value)
+        self.seen.scalars[source] = value
         if self.dynamic is None:
             return changed
         return self.dynamic

@@ -191,6 +191,78 @@ def _rank_differs(rank: int) -> dict[str, Any]:
 CASES["rank_inputs_differ"] = _rank_differs
 
 
+# -- compiler collectives: ranks agree which sizes are dynamic ---------------------------------
+def halves(x):
+    t = x.sum().reshape(1)
+    dist.all_reduce(t)
+    return x.view(x.shape[0] // 2, 2) * t
+
+
+def _graph_code(gm: torch.fx.GraphModule) -> str:
+    """The graph's code without the names that differ between compilers' runs."""
+    return "\n".join(line for line in gm.code.splitlines() if line.strip())
+
+
+def _agreed(enabled: bool) -> Callable[[int], dict]:
+    """Rank 1's input is longer from the first call on: with compiler collectives both ranks
+    compile one dynamic graph, without they compile a static graph each (of other sizes)."""
+    def run(rank: int) -> dict[str, Any]:
+        import torch._dynamo
+        from torch._dynamo.testing import EagerAndRecordGraphs
+
+        import graphlift
+        from graphlift.testing import CompileCounter
+
+        n = 4 if rank == 0 else 6
+        graphlift.reset()
+        counter = CompileCounter()
+        compiled = graphlift.compile(halves, backend=counter)
+        with graphlift.config.patch(enable_compiler_collectives=enabled):
+            same = all(torch.equal(halves(_x(rank, i, n)), compiled(_x(rank, i, n)))
+                       for i in range(2))
+        torch._dynamo.reset()
+        dynamo = EagerAndRecordGraphs()
+        tc = torch.compile(halves, backend=dynamo)
+        tc_error = None
+        with torch._dynamo.config.patch(enable_compiler_collectives=enabled):
+            try:
+                for i in range(2):
+                    tc(_x(rank, i, n))
+            except Exception as error:  # 2.13 on a gloo group: its device check fails
+                tc_error = f"{type(error).__name__}: {str(error).splitlines()[0]}"
+        torch._dynamo.reset()
+        return {"same": same, "compiles": graphlift.stats(compiled).compiles,
+                "code": [_graph_code(gm) for gm in counter.graphs],
+                "tc_code": [_graph_code(gm) for gm in dynamo.graphs], "tc_error": tc_error}
+    return run
+
+
+def _compiles_alone(rank: int) -> dict[str, Any]:
+    """With compiler collectives on, rank 1 recompiles alone (its second input is longer): it
+    waits out the timeout and decides alone; then rank 0 recompiles alone and does not wait
+    (rank 1 gave that round up). Both keep computing right, and meet in every all-reduce."""
+    import time
+
+    import graphlift
+
+    graphlift.reset()
+    compiled = graphlift.compile(halves)
+    sizes = [4, 4, 8] if rank == 0 else [4, 6, 6]
+    same, seconds = True, []
+    with graphlift.config.patch(enable_compiler_collectives=True,
+                                compiler_collectives_timeout_s=2):
+        for i, n in enumerate(sizes):
+            start = time.perf_counter()
+            same = same and torch.equal(halves(_x(rank, i, n)), compiled(_x(rank, i, n)))
+            seconds.append(time.perf_counter() - start)
+    return {"same": same, "compiles": graphlift.stats(compiled).compiles, "seconds": seconds}
+
+
+CASES.update({"compiler_collectives": _agreed(True),
+              "compiler_collectives_off": _agreed(False),
+              "compiler_collectives_alone": _compiles_alone})
+
+
 # -- DDP: gradients against eager DDP, graphs per bucket --------------------------------------
 def _mlp() -> torch.nn.Module:
     """Three 1 MiB layers: with bucket_cap_mb=1 each is a bucket of its own."""
@@ -316,7 +388,10 @@ def main(rank: int, world: int, port: int, out: str) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=60))
     _SUBGROUP.append(dist.new_group([0, 1]))
     results: dict[str, Any] = {}
+    only = os.environ.get("GRAPHLIFT_DIST_CASES")  # a comma-separated subset, while debugging
     for name, run in CASES.items():
+        if only and name not in only.split(","):
+            continue
         try:
             results[name] = run(rank)
         except Exception:  # reported by the test that reads this case

@@ -147,3 +147,28 @@ def test_one_rank_recompiles_alone(results):
     per_rank = _case(results, "rank_inputs_differ")
     assert all(got["same"] for got in per_rank)
     assert [got["compiles"] for got in per_rank] == [1, 2]
+
+
+def test_compiler_collectives(results):
+    """Rank 1's input is longer from the first call on. config.enable_compiler_collectives: both
+    ranks compile the same dynamic graph. Without it, each compiles a static graph of its own
+    sizes, as torch.compile does; torch.compile 2.13's setting fails on a gloo group (its device
+    check of the compile group raises)."""
+    on, off = _case(results, "compiler_collectives"), _case(results, "compiler_collectives_off")
+    assert all(got["same"] and got["compiles"] == 1 for got in on + off)
+    assert on[0]["code"] == on[1]["code"] and len(on[0]["code"]) == 1
+    assert "l_x.size(0)" in on[0]["code"][0]  # dynamic on both ranks
+    assert off[0]["code"] != off[1]["code"]
+    assert "view(2, 2)" in off[0]["code"][0] and "view(3, 2)" in off[1]["code"][0]
+    assert off[0]["tc_code"] != off[1]["tc_code"] and off[0]["tc_error"] is None
+    assert all("InternalTorchDynamoError" in got["tc_error"] for got in on)
+
+
+def test_compiler_collectives_when_one_rank_compiles_alone(results):
+    """No deadlock: rank 1 recompiles alone, waits out the timeout (2 s) and decides alone (rank
+    0's cache hit waits for it in the graph's all-reduce); then rank 0 recompiles alone and
+    does not wait, as rank 1 gave that round up. Results stay eager's."""
+    per_rank = _case(results, "compiler_collectives_alone")
+    assert all(got["same"] and got["compiles"] == 2 for got in per_rank)
+    assert all(2 <= got["seconds"][1] < 10 for got in per_rank)
+    assert per_rank[0]["seconds"][2] < 1.5
