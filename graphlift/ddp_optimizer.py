@@ -12,6 +12,10 @@ the trainable parameters each node reads are added to the current bucket; once i
 (the first one: ``torch.distributed._DEFAULT_FIRST_BUCKET_BYTES``, 1 MiB, as DDP's first bucket)
 a new bucket starts, but only where the current one already hands a value on (a subgraph with no
 output would be dead). A leading part with no parameters joins the bucket after it.
+
+A graph that cannot be split (torch's ``split_module`` finds a cycle between the parts of a graph
+with dynamic sizes read inside it, ``x.size(0)``) is compiled whole, with a warning: right, but
+its gradients are all-reduced only after its whole backward.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import torch
 import torch.fx
 from torch.fx.passes.split_module import split_module
 
+from graphlift import logs
 from graphlift.backends import BackendFn, call_graph_callable
 
 
@@ -79,13 +84,55 @@ def split_backend(backend: BackendFn, ddp: Any, fake_mode: Any) -> BackendFn:
         buckets = bucket_of_nodes(gm, examples, bucket_cap, first_cap, ignored)
         if len(set(buckets.values())) <= 1:
             return backend(gm, examples)
-        split = split_module(gm, None, lambda node: buckets[node], keep_original_order=True)
-        fakes = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
-        _SubgraphCompiler(split, backend, fake_mode).run(*fakes)
+        try:
+            split = _split(gm, buckets)
+            fakes = [n.meta.get("example_value") for n in gm.graph.nodes
+                     if n.op == "placeholder"]
+            _SubgraphCompiler(split, backend, fake_mode).run(*fakes)
+        except PartFailed as failed:  # the user's backend failed on a part: its error
+            raise failed.error from None
+        except Exception as error:  # splitting failed: one graph, its all-reduces after it
+            logs.warn(f"optimize_ddp: could not split {gm.__class__.__name__} at DDP's "
+                      f"{len(set(buckets.values()))} gradient buckets ({type(error).__name__}: "
+                      f"{error}); compiling it whole, so its gradients are all-reduced after "
+                      f"its backward")
+            return backend(gm, examples)
         split.recompile()
         return split.forward
 
     return compile_split
+
+
+def _split(gm: torch.fx.GraphModule, buckets: dict[torch.fx.Node, int]) -> torch.fx.GraphModule:
+    """``split_module`` at the buckets, with the example values hidden while it runs.
+
+    split_module makes the node that first holds a size symbol an input of each part that takes
+    a tensor of that size: right for torch.compile's graphs, whose sizes are placeholders, but a
+    graph of ours reads sizes inside it (``size = x.size(0)``), and the part that reads one then
+    depends on itself (it finds a cycle). Our parts read the sizes they need from their tensors,
+    so they need no such inputs. The parts' nodes get their example values back by name.
+    """
+    hidden = {node: node.meta.pop("example_value") for node in gm.graph.nodes
+              if "example_value" in node.meta}
+    try:
+        split = split_module(gm, None, lambda node: buckets[node], keep_original_order=True)
+    finally:
+        for node, value in hidden.items():
+            node.meta["example_value"] = value
+    by_name = {node.name: value for node, value in hidden.items()}
+    for part in split.children():
+        for node in part.graph.nodes:
+            if node.name in by_name:
+                node.meta.setdefault("example_value", by_name[node.name])
+    return split
+
+
+class PartFailed(Exception):
+    """The backend raised ``error`` compiling one bucket's part (not a failure of splitting)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class _SubgraphCompiler(torch.fx.Interpreter):
@@ -105,14 +152,20 @@ class _SubgraphCompiler(torch.fx.Interpreter):
 
     def call_module(self, target: str, args: tuple, kwargs: dict) -> Any:
         part = self.fetch_attr(target)
-        with self.fake_mode:
-            result = part(*args, **kwargs)  # the metadata of its outputs
         single = _returns_single(part)
         if single:  # backends expect a graph that returns a tuple
             _return_tuple(part)
-        compiled = call_graph_callable(self.backend(part, list(args)))
+        # Compiled before it runs: running the part on the fakes applies its in-place changes to
+        # them (an unsqueeze_ of an input), as the real run will for the parts after it; a
+        # backend given the changed fakes compiles for the wrong metadata.
+        try:
+            compiled = call_graph_callable(self.backend(part, list(args)))
+        except Exception as error:
+            raise PartFailed(error) from error
+        with self.fake_mode:
+            result = part(*args, **kwargs)  # the metadata of its outputs
         setattr(self.module, target, _CompiledPart(compiled, single))
-        return result
+        return result[0] if single else result
 
 
 def _returns_single(part: torch.fx.GraphModule) -> bool:

@@ -272,48 +272,127 @@ def _mlp() -> torch.nn.Module:
                                torch.nn.Linear(512, 512))
 
 
-def _grads(module: torch.nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
+class _SizesInside(torch.nn.Module):
+    """Three 1 MiB layers whose forward reads its batch size: once that is dynamic, the graph
+    computes sizes inside it (``size = x.size(0)``) in each bucket."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b, self.c = (torch.nn.Linear(512, 512) for _ in range(3))
+
+    def forward(self, x, n):
+        x = self.a(x).relu() * n
+        halves = x.view(x.shape[0] * 2, -1)
+        x = self.b(x).relu() + n
+        x = x + halves.view(x.shape[0], -1)
+        return self.c(x) * x.shape[0]
+
+
+class _ReshapedInPlace(torch.nn.Module):
+    """A tensor made in the first bucket gets another shape in place (unsqueeze_) in the
+    second: a part compiled by aot_eager must see its input as it comes, before the change."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b, self.c = (torch.nn.Linear(512, 512) for _ in range(3))
+
+    def forward(self, x):
+        x = self.a(x).relu()
+        z = x * 1
+        x = self.b(x).relu()
+        z.unsqueeze_(0)
+        return self.c(x + z.squeeze(0))
+
+
+def _grads(module: torch.nn.Module, *args: Any) -> list[torch.Tensor]:
     module.zero_grad()
-    module(x).sum().backward()
+    module(*args).sum().backward()
     return [p.grad.clone() for p in module.parameters()]
 
 
-def _ddp(form: str, backend: str, optimize_ddp: bool = True) -> Callable[[int], dict]:
+def _batches(rank: int) -> list[tuple]:
+    return [(torch.randn(4, 512) * (rank + 1),)] * 2
+
+
+def _batches_of_sizes(rank: int) -> list[tuple]:
+    torch.manual_seed(rank)
+    return [(torch.randn(size, 512), n) for size, n in ((4, 2), (6, 3), (8, 5))]
+
+
+class _SplitFails:
+    """Makes torch's split_module raise inside graphlift's DDP optimizer, and collects the
+    warnings graphlift logs meanwhile."""
+
+    def __enter__(self) -> list[str]:
+        import logging
+
+        import graphlift.ddp_optimizer
+
+        def refuse(*args: Any, **kwargs: Any) -> None:
+            raise RuntimeError("injected: this graph cannot be split")
+
+        self.module, self.saved = graphlift.ddp_optimizer, graphlift.ddp_optimizer.split_module
+        self.module.split_module = refuse
+        self.warnings: list[str] = []
+        self.handler = logging.Handler()
+        self.handler.emit = lambda record: self.warnings.append(record.getMessage())
+        logging.getLogger("graphlift").addHandler(self.handler)
+        return self.warnings
+
+    def __exit__(self, *exc: object) -> None:
+        import logging
+
+        self.module.split_module = self.saved
+        logging.getLogger("graphlift").removeHandler(self.handler)
+
+
+def _ddp(form: str, backend: str, optimize_ddp: bool = True, model: Callable = _mlp,
+         batches: Callable[[int], list[tuple]] = _batches,
+         split_fails: bool = False) -> Callable[[int], dict]:
     def run(rank: int) -> dict[str, Any]:
+        import contextlib
         import copy
 
         import torch._dynamo
-        from torch._dynamo.testing import CompileCounter as DynamoCounter
+        from torch._dynamo.testing import CompileCounterWithBackend as DynamoCounter
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         import graphlift
         from graphlift.testing import CompileCounter, CompileCounterWithBackend
 
-        base, x = _mlp(), torch.randn(4, 512) * (rank + 1)
-        expected = _grads(DDP(copy.deepcopy(base), bucket_cap_mb=1), x)
+        base, inputs = model(), batches(rank)
+        reference = DDP(copy.deepcopy(base), bucket_cap_mb=1)
+        expected = [_grads(reference, *args) for args in inputs]
         graphlift.reset()
         counter = CompileCounter() if backend == "eager" else CompileCounterWithBackend(backend)
-        with graphlift.config.patch(optimize_ddp=optimize_ddp):
+        warnings: list[str] = []
+        with graphlift.config.patch(optimize_ddp=optimize_ddp), \
+                _SplitFails() if split_fails else contextlib.nullcontext(warnings) as warnings:
             if form == "compile(DDP)":
-                model = graphlift.compile(DDP(copy.deepcopy(base), bucket_cap_mb=1),
-                                          backend=counter)
+                compiled = graphlift.compile(DDP(copy.deepcopy(base), bucket_cap_mb=1),
+                                             backend=counter)
             else:
-                model = DDP(graphlift.compile(copy.deepcopy(base), backend=counter),
-                            bucket_cap_mb=1)
-            got = [_grads(model, x) for _ in range(2)]
-        same = all(torch.allclose(a, b, atol=1e-5) for g in got for a, b in zip(expected, g))
+                compiled = DDP(graphlift.compile(copy.deepcopy(base), backend=counter),
+                               bucket_cap_mb=1)
+            got = [_grads(compiled, *args) for args in inputs]
+        same = all(torch.allclose(a, b, atol=1e-4) for e, g in zip(expected, got)
+                   for a, b in zip(e, g))
         torch._dynamo.reset()
-        dynamo = DynamoCounter()
+        dynamo = DynamoCounter(backend)
         with torch._dynamo.config.patch(optimize_ddp=optimize_ddp):
             if form == "compile(DDP)":
                 tc = torch.compile(DDP(copy.deepcopy(base), bucket_cap_mb=1), backend=dynamo)
             else:
                 tc = DDP(torch.compile(copy.deepcopy(base), backend=dynamo), bucket_cap_mb=1)
-            _grads(tc, x)
+            tc_same = all(torch.allclose(a, b, atol=1e-4) for args, e in zip(inputs, expected)
+                          for a, b in zip(e, _grads(tc, *args)))
         torch._dynamo.reset()
         return {"same": same, "graphs": counter.frame_count, "tc_graphs": dynamo.frame_count,
-                "compiles": graphlift.stats(model if form == "compile(DDP)"
-                                            else model.module).compiles}
+                "tc_same": tc_same, "warnings": warnings,
+                "compiles": graphlift.stats(compiled if form == "compile(DDP)"
+                                            else compiled.module).compiles}
     return run
 
 
@@ -323,6 +402,11 @@ DDP_CASES = {
     "ddp_of_compiled": _ddp("DDP(compile)", "eager"),
     "ddp_of_compiled_aot_eager": _ddp("DDP(compile)", "aot_eager"),
     "ddp_of_compiled_unsplit": _ddp("DDP(compile)", "eager", optimize_ddp=False),
+    "ddp_sizes_inside_aot_eager": _ddp("DDP(compile)", "aot_eager", model=_SizesInside,
+                                       batches=_batches_of_sizes),
+    "ddp_reshaped_in_place_aot_eager": _ddp("DDP(compile)", "aot_eager",
+                                            model=_ReshapedInPlace),
+    "ddp_split_fails": _ddp("DDP(compile)", "aot_eager", split_fails=True),
 }
 CASES.update(DDP_CASES)
 

@@ -115,6 +115,12 @@ DDP_EXPECTED = {
     "ddp_of_compiled": (3, 3),
     "ddp_of_compiled_aot_eager": (3, 3),
     "ddp_of_compiled_unsplit": (1, 1),  # config.optimize_ddp=False: one graph
+    # Three batch sizes: the second compile is dynamic and reads sizes inside the graph, which
+    # torch's split_module took for a cycle between the parts (it ran no graph at all).
+    "ddp_sizes_inside_aot_eager": (6, 6),
+    # An unsqueeze_ in the second bucket of a tensor from the first: aot_eager compiled the
+    # part for the shape after the change (and the step raised).
+    "ddp_reshaped_in_place_aot_eager": (3, 3),
 }
 
 
@@ -124,7 +130,18 @@ def test_ddp(results, name):
     for got in _case(results, name):
         assert got["same"]  # gradients equal eager DDP's, twice (the second a cache hit)
         assert (got["graphs"], got["tc_graphs"]) == (graphs, tc_graphs)
-        assert got["compiles"] == 1
+        assert got["compiles"] == (2 if name == "ddp_sizes_inside_aot_eager" else 1)
+        assert got["tc_same"] and got["warnings"] == []
+
+
+def test_ddp_split_fallback(results):
+    """When splitting a graph at the buckets fails (here torch's split_module made to raise),
+    the graph is compiled whole, with a warning naming the reason: one graph, gradients still
+    eager DDP's."""
+    for got in _case(results, "ddp_split_fails"):
+        assert got["same"] and got["graphs"] == 1 and got["compiles"] == 1
+        assert len(got["warnings"]) == 1
+        assert "could not split" in got["warnings"][0] and "injected" in got["warnings"][0]
 
 
 # case: graphs under graphlift. FSDP2's hooks (all-gather before forward, reshard after) run
