@@ -463,6 +463,61 @@ def _fsdp(form: str) -> Callable[[int], dict]:
 CASES.update({f"fsdp2_{form}": _fsdp(form) for form in ("root", "nested", "blocks")})
 
 
+class _Residual(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(16, 16)
+        self.norm = torch.nn.LayerNorm(16)
+
+    def forward(self, x):
+        return x + self.lin(self.norm(x)).relu()
+
+
+def _residuals(compile_block: Callable | None = None, form: str = "method") -> torch.nn.Module:
+    """Four identical blocks, each sharded (``fully_shard``) and then compiled, in a sharded
+    root: ``method``: ``block.forward = compile(block.forward)``; ``module``: the block
+    replaced by ``compile(block)``."""
+    from torch.distributed.fsdp import fully_shard
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*(_Residual() for _ in range(4)))
+    for i, block in enumerate(model):
+        fully_shard(block)
+        if compile_block is not None and form == "method":
+            block.forward = compile_block(block.forward)
+        elif compile_block is not None:
+            model[i] = compile_block(block)
+    return fully_shard(model)
+
+
+def _fsdp_shared(form: str) -> Callable[[int], dict]:
+    """Identical sharded blocks share one compile (module arguments guarded by structure, the
+    hooks run eagerly around it): one graph for four blocks, three steps equal eager FSDP2's."""
+    def run(rank: int) -> dict[str, Any]:
+        import torch._dynamo
+        from torch._dynamo.testing import CompileCounter as DynamoCounter
+
+        import graphlift
+        from graphlift.testing import CompileCounter
+
+        x = (torch.randn(4, 16) * (rank + 1)).requires_grad_()
+        expected = _train(_residuals(), x)
+        graphlift.reset()
+        counter = CompileCounter()
+        got = _train(_residuals(lambda fn: graphlift.compile(fn, backend=counter), form), x)
+        torch._dynamo.reset()
+        dynamo = DynamoCounter()
+        tc = _train(_residuals(lambda fn: torch.compile(fn, backend=dynamo), form), x)
+        torch._dynamo.reset()
+        return {"same": all(torch.allclose(a, b, atol=1e-6) for a, b in zip(expected, got)),
+                "tc_same": all(torch.allclose(a, b, atol=1e-6) for a, b in zip(expected, tc)),
+                "graphs": counter.frame_count, "tc_graphs": dynamo.frame_count}
+    return run
+
+
+CASES.update({f"fsdp2_shared_{form}": _fsdp_shared(form) for form in ("method", "module")})
+
+
 def main(rank: int, world: int, port: int, out: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)

@@ -147,7 +147,9 @@ def test_ddp_split_fallback(results):
 # case: graphs under graphlift. FSDP2's hooks (all-gather before forward, reshard after) run
 # eagerly around compiled forwards. A root whose layers are sharded too runs eagerly: its forward
 # calls them in a loop, and the call of a module with hooks is a break there (torch.compile
-# traces FSDP2's hooks). Compiling each sharded block works, one entry per block instance.
+# traces FSDP2's hooks). Compiling each sharded block works: its two Linear layers share one
+# entry (guarded by structure), but the first one's input needs no grad and the second's does,
+# so two graphs.
 FSDP_EXPECTED = {"fsdp2_root": 1, "fsdp2_nested": 0, "fsdp2_blocks": 2}
 
 
@@ -156,6 +158,17 @@ def test_fsdp2(results, name):
     for got in _case(results, name):
         assert got["same"]  # three training steps give eager FSDP2's outputs
         assert got["graphs"] == FSDP_EXPECTED[name]
+
+
+@pytest.mark.parametrize("form", ["method", "module"])
+def test_fsdp2_identical_blocks_share_one_compile(results, form):
+    """Four identical blocks, each fully_shard'ed then compiled (its forward, or the module):
+    one graph for all four, as torch.compile makes; FSDP2 hands each forward the block's
+    unsharded parameters, which the shared graph takes as inputs, and three training steps
+    (reshard after each forward, SGD on the shards) give eager FSDP2's outputs."""
+    for got in _case(results, f"fsdp2_shared_{form}"):
+        assert got["same"] and got["tc_same"]
+        assert (got["graphs"], got["tc_graphs"]) == (1, 1)
 
 
 def test_one_rank_recompiles_alone(results):
