@@ -443,6 +443,10 @@ def _fsdp(form: str) -> Callable[[int], dict]:
         return fully_shard(model)
 
     def run(rank: int) -> dict[str, Any]:
+        import torch._dynamo
+        from torch._dynamo.testing import CompileCounter as DynamoCounter
+        from torch._dynamo.utils import counters
+
         import graphlift
         from graphlift.testing import CompileCounter
 
@@ -456,7 +460,19 @@ def _fsdp(form: str) -> Callable[[int], dict]:
             model = graphlift.compile(shard(_small()), backend=counter)
         got = _train(model, x)
         same = all(torch.allclose(a, b, atol=1e-6) for a, b in zip(expected, got))
-        return {"same": same, "graphs": counter.frame_count}
+        torch._dynamo.reset()
+        counters.clear()
+        dynamo = DynamoCounter()
+        if form == "blocks":
+            tc = shard(_small(), lambda fn: torch.compile(fn, backend=dynamo))
+        else:
+            tc = torch.compile(shard(_small()), backend=dynamo)
+        tc_same = all(torch.allclose(a, b, atol=1e-6) for a, b in zip(expected, _train(tc, x)))
+        tc_breaks = sum(counters["graph_break"].values())
+        torch._dynamo.reset()
+        return {"same": same, "graphs": counter.frame_count, "breaks": graphlift.stats(
+                    model.forward if form == "blocks" else model).graph_breaks,
+                "tc_same": tc_same, "tc_graphs": dynamo.frame_count, "tc_breaks": tc_breaks}
     return run
 
 
