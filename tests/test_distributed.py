@@ -206,3 +206,33 @@ def test_compiler_collectives_when_one_rank_compiles_alone(results):
     assert all(got["same"] and got["compiles"] == 2 for got in per_rank)
     assert all(2 <= got["seconds"][1] < 10 for got in per_rank)
     assert per_rank[0]["seconds"][2] < 1.5
+
+
+def test_agreeing_merges_what_peers_saw():
+    """In-process: what the ranks' traces saw, merged by source name (ShapeMemory.agree)."""
+    from graphlift.dynamic_shapes import SeenValues, ShapeMemory
+    from graphlift.sources import LocalSource
+
+    x, n = LocalSource("x"), LocalSource("n")
+    memory = ShapeMemory()
+    seen = SeenValues({x: (4, 16)}, {n: 3})
+    memory.merge_sizes(x, (4, 16))
+    memory.merge_scalar(n, 3)
+    assert not memory.agree(seen, [seen.as_json()])  # the peer saw the same: nothing changes
+    other_rank = {"sizes": {"L['x']": [4, 16, 1]}, "scalars": {}}  # another rank of tensor
+    assert not memory.agree(seen, [other_rank]) and memory.sizes[x] == (4, 16)
+    assert memory.agree(seen, [{"sizes": {"L['x']": [6, 16]}, "scalars": {"L['n']": 5}}])
+    assert memory.sizes[x] == (None, 16) and memory.scalars[n] is None
+
+
+def test_compiler_collectives_without_a_process_group():
+    """The setting on, torch.distributed not initialized: compiles as without it."""
+    import graphlift
+    from graphlift import compiler_collectives
+
+    assert not torch.distributed.is_initialized()
+    with graphlift.config.patch(enable_compiler_collectives=True):
+        assert not compiler_collectives.active()
+        fn = graphlift.compile(lambda x: x.view(x.shape[0] // 2, 2) + 1)
+        assert torch.equal(fn(torch.ones(4)), torch.full((2, 2), 2.0))
+        assert graphlift.stats(fn).compiles == 1
