@@ -497,17 +497,21 @@ def routed_target(fn: Any, options: Any, wrappers: FrameWrappers) -> Any:
 
 def non_recursive_disabled(fn: Any) -> types.FunctionType | None:
     """The function that ``disable(fn, recursive=False)`` made ``fn`` from, if it is one:
-    graphlift's wrapper, or the function torch marked in place."""
+    graphlift's wrapper or torch's (``torch.compiler.disable``), or a function that torch's
+    ``skip`` marked in place."""
     if not isinstance(fn, types.FunctionType):
         return None
-    original = fn.__dict__.get(NONRECURSIVE_ATTR)
-    if original is not None:
-        return original
-    if fn.__dict__.get(trace_rules.TORCH_DISABLED_ATTR) and \
-            trace_rules.torch_original(fn) is None and \
-            trace_rules.module_of(fn) != "torch._dynamo.eval_frame":
-        return fn
-    return None
+    marks = fn.__dict__
+    original = marks.get(NONRECURSIVE_ATTR)
+    if original is None and marks.get(trace_rules.TORCH_DISABLED_ATTR):
+        if marks.get(TORCH_RECURSIVE_ATTR) is False:
+            original = trace_rules.torch_original(fn)
+        elif trace_rules.torch_original(fn) is None and TORCH_RECURSIVE_ATTR not in marks:
+            original = fn  # torch._dynamo.skip(fn): the mark is on fn itself
+    return original if isinstance(original, types.FunctionType) else None
+
+
+TORCH_RECURSIVE_ATTR = "_torchdynamo_disable_recursive"  # False on disable(recursive=False)'s
 
 
 def _is_user_code(fn: types.FunctionType) -> bool:

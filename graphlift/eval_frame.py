@@ -156,11 +156,11 @@ def _compile(fn: Callable, options: CompileOptions) -> Callable:
     if isinstance(fn, OptimizedModule):
         fn = fn._orig_mod  # compiled again: the module itself, with the new options
     fn = getattr(fn, WRAPPED_ATTR, fn)
-    while (original := trace_rules.torch_original(fn)) is not None:
-        fn = original  # torch's wrappers: torch.compile(torch.compiler.disable(f)) compiles f
     nonrecursive = eager_callees.non_recursive_disabled(fn)
     if nonrecursive is not None and config.compile_eager_callees:
         return _eager_with_compiled_callees(fn, nonrecursive, options)
+    while (original := trace_rules.torch_original(fn)) is not None:
+        fn = original  # torch's wrappers: torch.compile(torch.compiler.disable(f)) compiles f
     if isinstance(fn, types.FunctionType) and DISABLED_ATTR in fn.__dict__:
         return fn  # graphlift.disable: it always runs eagerly
     if isinstance(fn, types.MethodType):
