@@ -490,6 +490,8 @@ def routed_target(fn: Any, options: Any, wrappers: FrameWrappers) -> Any:
     nonrecursive = non_recursive_disabled(fn)
     if nonrecursive is not None:
         return eager_function(nonrecursive, options, wrappers)
+    if isinstance(fn, types.FunctionType) and fn.__code__ in _CALL_IMPL_INNER:
+        return eager_function(fn, options, wrappers)  # Module._call_impl's inner(): hooks
     if not isinstance(fn, types.FunctionType) or not _is_user_code(fn):
         return fn
     return wrappers.function(fn, options)
@@ -542,6 +544,10 @@ def _route_object(obj: Any, kind: type, options: Any, wrappers: FrameWrappers) -
 
 
 _PLAIN_START = frozenset(_PLAIN)
+# The functions Module._call_impl defines and calls (``inner``, which runs the hooks and the
+# forward): routed copies too, so that hooks and forward are compiled as torch.compile does.
+_CALL_IMPL_INNER = frozenset(const for const in torch.nn.Module._call_impl.__code__.co_consts
+                             if isinstance(const, types.CodeType))
 
 
 def _plain_module_call(kind: type) -> bool:
