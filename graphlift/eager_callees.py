@@ -410,7 +410,8 @@ def eager_function(fn: types.FunctionType, options: Any,
         routes = fn.__dict__[ROUTES_ATTR] = {}
     key = (options, "eager")
     routed = routes.get(key)
-    if routed is None:
+    # Made again when ``fn.__code__`` was replaced since.
+    if routed is None or (routed is not fn and original_code(routed.__code__) is not fn.__code__):
         code = eager_code(fn.__code__, options, wrappers)
         if code is None:
             routed = fn
@@ -444,20 +445,20 @@ _PLAIN_LIMIT = 4096  # types met (classes included): forgotten past this many
 
 def _make_router(options: Any, wrappers: FrameWrappers) -> Callable[[Any], Any]:
     plain, function_type, method_type = _PLAIN, types.FunctionType, types.MethodType
-    skipped = _skipped  # weak references to functions that route to themselves
+    skipped = _skipped
 
     def route(f: Any) -> Any:
         kind = type(f)
         if kind in plain:
             return f
         if kind is function_type:
+            if f in skipped:
+                return f
             routes = f.__dict__.get(ROUTES_ATTR)
             if routes is not None:
                 target = routes.get(options)
                 if target is not None:
                     return target
-            if weakref.ref(f) in skipped:
-                return f
             return _route_function(f, options, wrappers)
         if kind is method_type:
             target = route(f.__func__)
@@ -467,18 +468,18 @@ def _make_router(options: Any, wrappers: FrameWrappers) -> Callable[[Any], Any]:
     return route
 
 
-_skipped: set[weakref.ref] = set()
-
-
-def _forget(ref: weakref.ref) -> None:
-    _skipped.discard(ref)
+# Functions that route to themselves (torch's, the standard library's): held, as the types in
+# _PLAIN are, and forgotten past _PLAIN_LIMIT of them (functions made on the fly).
+_skipped: set[types.FunctionType] = set()
 
 
 def _route_function(fn: types.FunctionType, options: Any, wrappers: FrameWrappers) -> Any:
     """What an eager frame calls for ``fn``: decided once per function and options."""
     target = routed_target(fn, options, wrappers)
     if target is fn:
-        _skipped.add(weakref.ref(fn, _forget))
+        if len(_skipped) > _PLAIN_LIMIT:
+            _skipped.clear()
+        _skipped.add(fn)
     else:
         fn.__dict__.setdefault(ROUTES_ATTR, {})[options] = target
     return target
