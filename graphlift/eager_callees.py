@@ -463,8 +463,12 @@ def _make_router(options: Any, wrappers: FrameWrappers) -> Callable[[Any], Any]:
         if kind is method_type:
             target = route(f.__func__)
             return f if target is f.__func__ else method_type(target, f.__self__)
-        return _route_object(f, kind, options, wrappers)
+        call = calls.get(kind)
+        if call is not None:
+            return method_type(call, f)
+        return _route_object(f, kind, options, wrappers, calls)
 
+    calls: dict[type, Callable] = {}  # a user class with a __call__: its compiled __call__
     return route
 
 
@@ -526,8 +530,10 @@ def _is_user_code(fn: types.FunctionType) -> bool:
     return decision.rule in (trace_rules.USER_CODE, trace_rules.CONFIG_INLINE)
 
 
-def _route_object(obj: Any, kind: type, options: Any, wrappers: FrameWrappers) -> Any:
-    """A module's call (its forward compiled); anything else as it is."""
+def _route_object(obj: Any, kind: type, options: Any, wrappers: FrameWrappers,
+                  calls: dict[type, Callable]) -> Any:
+    """A module's call (its forward compiled), an object's user ``__call__`` compiled (kept in
+    ``calls`` for its type); anything else as it is."""
     if isinstance(obj, torch.nn.Module) and _plain_module_call(kind):
         forward = kind.forward
         if "forward" in obj.__dict__ or obj.__dict__.get("_compiled_call_impl") is not None \
@@ -538,6 +544,11 @@ def _route_object(obj: Any, kind: type, options: Any, wrappers: FrameWrappers) -
         return functools.partial(eager_function(torch.nn.Module._call_impl, options, wrappers),
                                  obj)
     if not isinstance(obj, torch.nn.Module):
+        call = next((vars(klass)["__call__"] for klass in kind.__mro__
+                     if "__call__" in vars(klass)), None)  # the class's own, not type's
+        if isinstance(call, types.FunctionType) and _is_user_code(call):
+            calls[kind] = wrappers.function(call, options)
+            return types.MethodType(calls[kind], obj)
         if len(_PLAIN) > _PLAIN_LIMIT:
             _PLAIN.intersection_update(_PLAIN_START)
         _PLAIN.add(kind)

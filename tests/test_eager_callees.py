@@ -162,6 +162,25 @@ class Stepper:
         return x.cos() * self.scale + shift
 
 
+class Scaler:
+    def __call__(self, x):
+        return x.tanh() * 2
+
+
+def test_a_callable_object_has_its_call_compiled():
+    scaler = Scaler()
+
+    def f(x):
+        try:
+            print("callable")
+            return scaler(x) + scaler(x + 1)
+        except KeyError:
+            return None
+
+    assert check(f, X) == 1
+    assert graphlift.stats(Scaler.__call__).graphs == 1
+
+
 def test_a_method_and_keyword_and_star_calls():
     stepper = Stepper()
 
