@@ -26,8 +26,8 @@ differs from the original at call sites only::
 (graphlift's wrapper for it, cached on the function, so its entries live on its code object as
 usual), the bound wrapper of a user method, a module's compiled ``forward`` (a module with
 hooks gets ``Module._call_impl`` run as a routed copy, so hooks and forward are user frames
-routed in turn, as torch.compile compiles them), and anything else as it is (a C function or
-type first: one ``type()`` test). The arguments, keyword names and the call instruction are the
+routed in turn, as torch.compile compiles them), the compiled ``__call__`` of an object of a
+user class, and anything else as it is (a C function or type first: one ``type()`` test). The arguments, keyword names and the call instruction are the
 program's own, so identities, ``inspect.signature`` of objects passed around, exceptions and
 their tracebacks are unchanged: the copy keeps the line table, jump targets and exception table
 of the original (re-encoded for the new offsets), and a routed callee's wrapper trims its own
@@ -534,10 +534,9 @@ def _route_object(obj: Any, kind: type, options: Any, wrappers: FrameWrappers,
                   calls: dict[type, Callable]) -> Any:
     """A module's call (its forward compiled), an object's user ``__call__`` compiled (kept in
     ``calls`` for its type); anything else as it is."""
-    if isinstance(obj, torch.nn.Module) and _plain_module_call(kind):
-        forward = kind.forward
-        if "forward" in obj.__dict__ or obj.__dict__.get("_compiled_call_impl") is not None \
-                or not isinstance(forward, types.FunctionType) or not _is_user_code(forward):
+    if isinstance(obj, torch.nn.Module):
+        if not _user_module_class(kind) or "forward" in obj.__dict__ or \
+                obj.__dict__.get("_compiled_call_impl") is not None:
             return obj  # torch's own modules, as torch.compile leaves them
         if not _has_hooks(obj):
             return wrappers.module_call(obj, options)
@@ -562,9 +561,18 @@ _CALL_IMPL_INNER = frozenset(const for const in torch.nn.Module._call_impl.__cod
                              if isinstance(const, types.CodeType))
 
 
-def _plain_module_call(kind: type) -> bool:
-    return kind.__call__ is torch.nn.Module.__call__ and \
-        kind._call_impl is torch.nn.Module._call_impl
+def _user_module_class(kind: type) -> bool:
+    """A module class that keeps ``Module.__call__`` and has a ``forward`` of user code."""
+    known = _USER_MODULES.get(kind)
+    if known is None:
+        forward = kind.forward
+        known = _USER_MODULES[kind] = kind.__call__ is torch.nn.Module.__call__ and \
+            kind._call_impl is torch.nn.Module._call_impl and \
+            isinstance(forward, types.FunctionType) and _is_user_code(forward)
+    return known
+
+
+_USER_MODULES: dict[type, bool] = {}  # decided once per module class (reset() forgets)
 
 
 def _has_hooks(module: torch.nn.Module) -> bool:
@@ -580,3 +588,5 @@ def reset() -> None:
     """Forget which functions route to themselves (the trace rules may have changed)."""
     _skipped.clear()
     _PLAIN.intersection_update(_PLAIN_START)
+    _USER_MODULES.clear()
+    _routers.clear()

@@ -99,6 +99,22 @@ def test_a_break_in_a_loop_body():
     assert graphlift.stats(g).graphs == 1 and graphlift.stats(g).hits == 3
 
 
+def test_a_break_inside_autocast():
+    def f(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            print("autocast")
+            return g(x @ x.T)
+
+    x = torch.ones(3, 3)
+    eager = f(x)
+    compiled = graphlift.compile(f)
+    assert same(compiled(x), eager) and same(compiled(x), eager)
+    # graphlift runs the frame eagerly (torch.compile splits it, so no count to compare) and
+    # compiles g under the frame's autocast: its graph's dtype is bfloat16, as in eager.
+    assert graphlift.stats(f).eager_frames == 1 and graphlift.stats(g).graphs == 1
+    assert compiled(x).dtype == eager.dtype == torch.bfloat16
+
+
 class Block(torch.nn.Module):
     def __init__(self):
         super().__init__()
