@@ -24,16 +24,17 @@ differs from the original at call sites only::
 
 ``route(f)`` returns what the call should call: the compiled wrapper of a user function
 (graphlift's wrapper for it, cached on the function, so its entries live on its code object as
-usual), the bound wrapper of a user method, a module's compiled ``forward`` (a module with
-hooks gets ``Module._call_impl`` run as a routed copy, so hooks and forward are user frames
-routed in turn, as torch.compile compiles them), the compiled ``__call__`` of an object of a
-user class, and anything else as it is (a C function or type first: one ``type()`` test). The arguments, keyword names and the call instruction are the
-program's own, so identities, ``inspect.signature`` of objects passed around, exceptions and
-their tracebacks are unchanged: the copy keeps the line table, jump targets and exception table
-of the original (re-encoded for the new offsets), and a routed callee's wrapper trims its own
-frames from a traceback. What the program can see is the frame's code object
-(``sys._getframe().f_code``, a generator's ``gi_code``): a copy with the same name, file and lines.
-:func:`original_code` maps it back (profilers in tests use it).
+usual), the bound wrapper of a user method, a module's compiled ``forward`` (a module with hooks
+gets ``Module._call_impl`` run as a routed copy, so hooks and forward are user frames routed in
+turn, as torch.compile compiles them), the compiled ``__call__`` of an object of a user class,
+and anything else as it is (a C function or type first: one ``type()`` test). The arguments,
+keyword names and the call instruction are the program's own, so identities,
+``inspect.signature`` of objects passed around, exceptions and their tracebacks are unchanged:
+the copy keeps the line table, jump targets and exception table of the original (re-encoded for
+the new offsets), and a routed callee's wrapper trims its own frames from a traceback. What the
+program can see is the frame's code object (``sys._getframe().f_code``, a generator's
+``gi_code``): a copy with the same name, file and lines. :func:`original_code` maps it back
+(profilers in tests use it).
 
 Which call sites: a static pass over the bytecode tracks which stack slots hold a NULL pushed for
 a call (``PUSH_NULL``, ``LOAD_GLOBAL``'s NULL bit, the method loads turned into attribute loads);
