@@ -32,8 +32,10 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
                  wrapper, cache lookup, miss path, recompile limits, reset, cache_entries, stats;
                  CompileCounter; the structured trace for tlparse (GRAPHLIFT_TRACE); recording
                  (GRAPHLIFT_RECORD); stances (set_stance, torch's too) and error_on_graph_break
-    conversion:  convert_frame, persist  -- one miss -> one cache entry (translate, guard,
-                 compile); entries saved to and loaded from config.cache_dir (warm start)
+    conversion:  eager_callees, convert_frame, persist  -- routed copies of the code of frames
+                 that run eagerly (their callees compiled); one miss -> one cache entry
+                 (translate, guard, compile); entries saved to and loaded from config.cache_dir
+                 (warm start)
     cache:       cache  -- ExtraState and CacheEntry in the code object's extra slot
     codegen:     codegen  -- the generated run function, and its tail at a graph break
     translation: translator  -- the symbolic interpreter: one method per opcode

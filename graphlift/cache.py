@@ -118,6 +118,9 @@ class ExtraState:
         self.stats = Stats()
         self.breaks: list[GraphBreak] = []
         self.resume_points: dict[tuple, Any] = {}  # (ResumeKey, options) -> ResumePoint
+        # options -> the routed copy of the code that runs when the frame runs eagerly as a
+        # whole (None: the rewrite cannot follow it); see graphlift.eager_callees.
+        self.eager_code: dict[Any, Any] = {}
         self.shape_memory = ShapeMemory()  # sizes and ints earlier compiles saw (automatic dynamic)
         # Options whose saved entries (config.cache_dir) were read in: once each after a reset.
         self.loaded_options: weakref.WeakSet = weakref.WeakSet()

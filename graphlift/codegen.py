@@ -28,11 +28,17 @@ from graphlift import bytecode
 from graphlift.exc import Unsupported
 from graphlift.resume import ResumeKey, local_cells
 from graphlift.sources import FN_NAME, Source
+from graphlift.trace_rules import DISABLED, TORCH_DISABLED, TORCH_DISALLOWED
 from graphlift.variables.base import NullVariable, VariableTracker
+from graphlift.variables.callables import SkippedFunctionVariable
 from graphlift.variables.context import ContextMethodVariable, GradModeVariable
 from graphlift.variables.functions import UserFunctionVariable, UserMethodVariable
 from graphlift.variables.nn_module import NNModuleVariable
 from graphlift.variables.tensor import TensorMethodVariable
+
+# Skipped callees that a frame-evaluation hook would still see as frames: a function disabled
+# with recursive=False (its callees compiled), a user function torch disallowed (compiled).
+ROUTED_SKIPS = (DISABLED, TORCH_DISABLED, TORCH_DISALLOWED)
 
 # Values that print as Python literals which read back exactly.
 _LITERAL_TYPES = (int, bool, type(None))
@@ -54,6 +60,9 @@ class FrameWrappers:
     function: Callable  # (fn, options) -> the compiled wrapper of a user function
     module_call: Callable  # (module, options) -> a call of the module through its compiled forward
     code: Callable  # (fn, options) -> a new wrapper for a function (resume functions)
+    # (callable, options) -> what an eager frame calls for it: a disable(recursive=False)
+    # function running with its callees compiled, a user function torch disallowed compiled
+    route: Callable
 
 
 class OutputCodegen:
@@ -140,6 +149,9 @@ class OutputCodegen:
             module = fn.reconstruct(self)
             call = self.constant(self.wrappers.module_call)
             return f"{call}({module}, {self.constant(options)})"
+        if isinstance(fn, SkippedFunctionVariable) and fn.decision.rule in ROUTED_SKIPS:
+            route = self.constant(self.wrappers.route)
+            return f"{route}({fn.reconstruct(self)}, {self.constant(options)})"
         return fn.reconstruct(self)
 
     def compiled(self, fn: VariableTracker, options: Any) -> str:

@@ -57,6 +57,10 @@ SETTINGS: dict[str, Setting] = {
     "use_polyfills": Setting(
         True, "trace pure-Python stand-ins for C functions (itertools, heapq, ...)"
     ),
+    "compile_eager_callees": Setting(
+        True, "a frame that runs eagerly as a whole (and a disable(recursive=False) function) "
+        "runs a copy of its code whose calls of user functions and modules run them compiled"
+    ),
     # Distributed training (graphlift/ddp_optimizer.py).
     "optimize_ddp": Setting(
         True, "inside a DistributedDataParallel forward, split each graph at DDP's gradient "

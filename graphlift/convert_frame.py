@@ -9,6 +9,7 @@ eagerly is always correct; the guards only decide when graphlift tries again).
 
 from __future__ import annotations
 
+import functools
 import time
 import traceback
 import types
@@ -19,7 +20,7 @@ from typing import Any
 
 import torch
 
-from graphlift import bytecode, compiler_collectives, logs, progress
+from graphlift import bytecode, compiler_collectives, eager_callees, logs, progress
 from graphlift.backends import keeps_floats_dynamic
 from graphlift.cache import CacheEntry, ExtraState
 from graphlift.codegen import BreakTail, FrameWrappers, OutputCodegen
@@ -139,7 +140,7 @@ def _convert(fn: types.FunctionType, state: ExtraState, args: tuple, options: Co
         logs.emit("bytecode", f"ORIGINAL BYTECODE {fn.__qualname__} {state.location}\n"
                   f"{bytecode.dump(fn.__code__)}")
     if fn.__code__.co_flags & CO_GENERATOR_LIKE:
-        return _generator_entry(fn, state, signature, compile_id, options)
+        return _generator_entry(fn, state, signature, compile_id, options, wrappers)
     attempt = _Attempt(fn, state, args, options, wrappers, signature, compile_id)
     try:
         try:
@@ -157,7 +158,7 @@ def _convert(fn: types.FunctionType, state: ExtraState, args: tuple, options: Co
                 error, reason = second, "a second break before the first one"
         outcome = f"the whole frame runs eagerly ({reason})"
         return _eager_entry(fn, state, signature, attempt.guards, compile_id, options, error,
-                            outcome)
+                            outcome, wrappers)
 
 
 # graphlift's errors that are the user's to act on: they reach the user. Anything else raised
@@ -358,7 +359,8 @@ def _guard_mutated_objects(output: OutputGraph, guards: GuardBuilder,
 
 
 def _generator_entry(fn: types.FunctionType, state: ExtraState, signature: FrameSignature,
-                     compile_id: str, options: CompileOptions) -> CacheEntry:
+                     compile_id: str, options: CompileOptions,
+                     wrappers: FrameWrappers) -> CacheEntry:
     """A generator or coroutine function runs its original code: calling it makes the real
     generator (coroutine) object, whose frame outlives the call (torch.compile skips these frames
     too). Generators called from a compiled frame are inlined lazily instead."""
@@ -371,28 +373,39 @@ def _generator_entry(fn: types.FunctionType, state: ExtraState, signature: Frame
     if options.fullgraph:
         raise error
     return _eager_entry(fn, state, signature, GuardBuilder(), compile_id, options, error,
-                        f"the {kind} function runs its original code")
+                        f"the {kind} function runs its original code", wrappers)
 
 
 def _eager_entry(fn: types.FunctionType, state: ExtraState, signature: FrameSignature,
                  guards: GuardBuilder, compile_id: str, options: CompileOptions,
-                 error: Unsupported, outcome: str) -> CacheEntry:
-    """An entry that runs the original function, under the guards that led to the break."""
+                 error: Unsupported, outcome: str, wrappers: FrameWrappers) -> CacheEntry:
+    """An entry that runs the function's code, under the guards that led to the break: a
+    routed copy whose callees run compiled (:mod:`graphlift.eager_callees`), unless
+    ``config.compile_eager_callees`` is off."""
+    if config.compile_eager_callees:
+        outcome += "; the functions and modules it calls are compiled"
     record = GraphBreak.from_unsupported(error, outcome)
     state.breaks.append(record)
     state.stats.graph_breaks += 1
     state.stats.eager_frames += 1
     report(record, fn.__qualname__)
     compiled_guards = guards.compile(signature.params)
-    run, run_source = eager_run(fn.__code__, signature)
+    callee = functools.partial(eager_callees.eager_function, options=options,
+                               wrappers=wrappers) if config.compile_eager_callees else None
+    run, run_source = eager_run(fn.__code__, signature, callee)
     return CacheEntry(compile_id, options, compiled_guards, run, run_source, None)
 
 
 EAGER_RUN_FILE = "<graphlift eager run>"
 
 
-def eager_run(code: types.CodeType, signature: FrameSignature) -> tuple[Callable, str]:
-    """``def __gl_run(__gl_fn, __gl_G, a, args, k, kw): return __gl_fn(a, *args, k=k, **kw)``."""
+def eager_run(code: types.CodeType, signature: FrameSignature,
+              callee: Callable | None = None) -> tuple[Callable, str]:
+    """``def __gl_run(__gl_fn, __gl_G, a, args, k, kw): return __gl_fn(a, *args, k=k, **kw)``.
+
+    With ``callee``, ``__gl_eager(__gl_fn)`` is called instead: the function running a routed
+    copy of the code (see :func:`graphlift.eager_callees.eager_function`).
+    """
     names = signature.arg_names
     positional = list(names[:code.co_argcount])
     keyword_only = names[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
@@ -403,9 +416,10 @@ def eager_run(code: types.CodeType, signature: FrameSignature) -> tuple[Callable
         rest = rest[1:]
     if code.co_flags & 0x08:
         call.append(f"**{rest[0]}")
+    target = FN_NAME if callee is None else f"__gl_eager({FN_NAME})"
     source = (f"def __gl_run({', '.join(signature.params)}):\n"
-              f"    return {FN_NAME}({', '.join(call)})\n")
-    namespace: dict[str, Any] = {}
+              f"    return {target}({', '.join(call)})\n")
+    namespace: dict[str, Any] = {} if callee is None else {"__gl_eager": callee}
     exec(compile(source, EAGER_RUN_FILE, "exec"), namespace)  # noqa: S102
     return namespace["__gl_run"], source
 

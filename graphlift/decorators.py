@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from graphlift import eval_frame, polyfills, trace_rules
+from graphlift import eager_callees, eval_frame, polyfills, trace_rules
 
 
 def allow_in_graph(fn: Callable | None = None, *, fake: Callable | None = None) -> Callable:
@@ -49,9 +49,13 @@ def disable(fn: Callable | None = None, *, recursive: bool = True,
     """Run ``fn`` eagerly, always; returns the function to call instead of ``fn``.
 
     A call to it while tracing is a graph break that says "disabled by the user" and gives
-    ``reason``; ``graphlift.compile`` of it returns it unchanged. With ``recursive=True`` nothing
-    it calls is compiled either: graphlift-compiled functions called from inside it run their
-    original code. An ``nn.Module`` gets its ``forward`` disabled and is returned itself.
+    ``reason``. With ``recursive=True`` nothing it calls is compiled either: graphlift-compiled
+    functions called from inside it run their original code, and ``graphlift.compile`` of it
+    returns it unchanged. With ``recursive=False``, as under torch.compile, ``fn`` runs its own
+    code eagerly when a compiled function (or ``graphlift.compile`` of it) calls it, and the
+    user functions and modules it calls are compiled (``config.compile_eager_callees``); called
+    from plain Python, nothing is compiled. An ``nn.Module`` gets its ``forward`` disabled and
+    is returned itself.
     Usable as ``@disable``, ``@disable(reason=...)`` and ``disable(fn)``.
     """
     if fn is None:
@@ -77,6 +81,8 @@ def disable(fn: Callable | None = None, *, recursive: bool = True,
         @functools.wraps(fn)
         def disabled(*args: Any, **kwargs: Any) -> Any:
             return fn(*args, **kwargs)
+        if isinstance(fn, types.FunctionType):  # a compiled frame's call of it: fn's callees
+            setattr(disabled, eager_callees.NONRECURSIVE_ATTR, fn)  # compiled (eager_callees)
     setattr(disabled, eval_frame.DISABLED_ATTR, reason or "")
     return disabled
 

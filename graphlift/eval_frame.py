@@ -48,7 +48,7 @@ from typing import Any
 
 import torch
 
-from graphlift import cache, events, logs, persist, progress, stance, trace_rules
+from graphlift import cache, eager_callees, events, logs, persist, progress, stance, trace_rules
 from graphlift.backends import configure
 from graphlift.cache import CacheEntry, ExtraState
 from graphlift.codegen import FrameWrappers
@@ -156,6 +156,9 @@ def _compile(fn: Callable, options: CompileOptions) -> Callable:
     if isinstance(fn, OptimizedModule):
         fn = fn._orig_mod  # compiled again: the module itself, with the new options
     fn = getattr(fn, WRAPPED_ATTR, fn)
+    nonrecursive = eager_callees.non_recursive_disabled(fn)
+    if nonrecursive is not None and config.compile_eager_callees:
+        return _eager_with_compiled_callees(fn, nonrecursive, options)
     while (original := trace_rules.torch_original(fn)) is not None:
         fn = original  # torch's wrappers: torch.compile(torch.compiler.disable(f)) compiles f
     if isinstance(fn, types.FunctionType) and DISABLED_ATTR in fn.__dict__:
@@ -171,6 +174,20 @@ def _compile(fn: Callable, options: CompileOptions) -> Callable:
     if callable(fn):
         return make_wrapper(_frame_calling(fn), options)
     raise TypeError(f"graphlift.compile expects a callable, got {type(fn).__name__}")
+
+
+def _eager_with_compiled_callees(fn: types.FunctionType, original: types.FunctionType,
+                                 options: CompileOptions) -> Callable:
+    """``compile(disable(f, recursive=False))``: ``f`` runs its own code eagerly and what it
+    calls is compiled, as torch.compile does (the frame is skipped, the hook stays on)."""
+    eager = eager_callees.eager_function(original, options, WRAPPERS)
+
+    @functools.wraps(fn)
+    def disabled_frame(*args: Any, **kwargs: Any) -> Any:
+        return eager(*args, **kwargs)
+
+    disabled_frame.__dict__.pop(eager_callees.ROUTES_ATTR, None)
+    return disabled_frame
 
 
 # A module's bound __call__ or _call_impl: compiled as the module's calls, hooks and all.
@@ -421,7 +438,7 @@ def make_wrapper(fn: types.FunctionType, options: CompileOptions) -> Callable:
     code = builtins.compile(source, f"{WRAPPER_FILE_PREFIX}{fn.__qualname__}>", "exec")
     exec(code, namespace)  # noqa: S102
     wrapper = functools.wraps(fn)(namespace[_safe_name(fn)])
-    for attr in (NESTED_ATTR, RESUME_ATTR):
+    for attr in (NESTED_ATTR, RESUME_ATTR, eager_callees.ROUTES_ATTR):
         wrapper.__dict__.pop(attr, None)  # copied from fn.__dict__ by wraps; they belong to fn
     setattr(wrapper, WRAPPED_ATTR, fn)
     wrapper._graphlift_source = source
@@ -431,8 +448,15 @@ def make_wrapper(fn: types.FunctionType, options: CompileOptions) -> Callable:
 
 # What generated code calls to compile user functions it runs eagerly, and resume functions:
 # passed down to code generation, which sits below this layer.
+def route_callee(fn: Any, options: CompileOptions) -> Any:
+    """What an eager frame compiled with ``options`` calls for ``fn`` (see eager_callees)."""
+    if not config.compile_eager_callees:
+        return fn
+    return eager_callees.router(options, WRAPPERS)(fn)
+
+
 WRAPPERS = FrameWrappers(function=compiled_wrapper, module_call=compiled_module_call,
-                         code=make_wrapper)
+                         code=make_wrapper, route=route_callee)
 
 
 WRAPPER_FILE_PREFIX = "<graphlift wrapper of "
@@ -828,3 +852,4 @@ def reset() -> None:
     """Clear every cache entry, counter and limit state in the process."""
     cache.reset_all()
     stance.reset()
+    eager_callees.reset()

@@ -183,11 +183,16 @@ def _shift_deref_args(co_code: bytes, nlocals: int, shift: int) -> bytes:
 
 
 def _shift_exception_table(code: types.CodeType, units: int) -> bytes:
-    entries = bytecode.exception_table(code)
+    return encode_exception_table([(e.start + 2 * units, e.end + 2 * units, e.target + 2 * units,
+                                    e.depth, e.lasti) for e in bytecode.exception_table(code)])
+
+
+def encode_exception_table(entries: list[tuple[int, int, int, int, bool]]) -> bytes:
+    """The exception table for (start, end, target, depth, lasti) entries (byte offsets, end
+    exclusive; in order of start)."""
     out = bytearray()
-    for entry in entries:
-        start, end, target = entry.start // 2 + units, entry.end // 2 + units, entry.target // 2
-        fields = (start, end - start, target + units, (entry.depth << 1) | int(entry.lasti))
+    for start, end, target, depth, lasti in entries:
+        fields = (start // 2, (end - start) // 2, target // 2, (depth << 1) | int(lasti))
         for n, value in enumerate(fields):
             out += _varint(value, first=n == 0)
     return bytes(out)

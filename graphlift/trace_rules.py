@@ -511,6 +511,11 @@ def _by_object(fn: Any) -> Decision | None:
     return None
 
 
+def module_rule(fn: Any) -> Decision:
+    """The decision the rows that go by ``fn``'s module make (the user's overrides aside)."""
+    return _by_module(fn, module_of(fn))
+
+
 def _by_module(fn: Any, module: str | None) -> Decision:
     """Rules that go by the module ``fn`` was defined in."""
     name = module or ""

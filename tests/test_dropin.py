@@ -29,6 +29,7 @@ from corpus.harness import assert_same
 
 import graphlift
 from graphlift import dropin, stance, trace_rules
+from graphlift.eager_callees import original_code
 from graphlift.testing import CompileCounter
 from graphlift.trace_rules import Kind
 
@@ -61,8 +62,11 @@ def body_runs(*also: types.FunctionType):
     counts: collections.Counter = collections.Counter()
 
     def profile(frame, event, arg):
-        if event == "call" and frame.f_code in codes:
-            counts[frame.f_code.co_name] += 1
+        # A frame that runs eagerly with its callees compiled runs a routed copy of its code
+        # (graphlift.eager_callees): the same body.
+        code = original_code(frame.f_code)
+        if event == "call" and code in codes:
+            counts[code.co_name] += 1
 
     previous = sys.getprofile()
     sys.setprofile(profile)
@@ -125,8 +129,8 @@ DISABLES = {
     "torch.compiler.disable": torch.compiler.disable,
     "torch._dynamo.disable": torch._dynamo.disable,
     "reason=": torch.compiler.disable(reason="talks to the parameter server"),
-    # recursive=False: graphlift cannot compile what the function calls (no frame hook), so the
-    # callee here is a torch-marked leaf; see the strict xfail below for the gap.
+    # recursive=False: what the function calls is compiled (graphlift.eager_callees); the
+    # callee here is a torch-marked leaf (see test_disable_not_recursive_compiles_what_it_calls).
     "recursive=False": torch.compiler.disable(recursive=False),
 }
 
@@ -152,8 +156,6 @@ def test_a_disabled_function_is_a_graph_break_and_runs_eagerly(disable):
         assert "talks to the parameter server" in record.explanation
 
 
-@pytest.mark.xfail(strict=True, reason="graphlift has no frame hook: what a function disabled "
-                   "with recursive=False calls runs eagerly instead of compiling")
 def test_disable_not_recursive_compiles_what_it_calls():
     def make():
         def leaf(x):
@@ -345,9 +347,6 @@ def test_torch_disallow_in_graph_beats_graphlift_and_torch_allow_in_graph():
         trace_rules.disallow_in_graph(torch.mul)  # graphlift's: undoes its allow_in_graph
 
 
-@pytest.mark.xfail(strict=True, reason="a skipped user function runs as it is at the break: "
-                   "torch compiles its frame (the break-site call would go through the compile "
-                   "wrapper, in codegen.callable_expr)")
 def test_a_function_allowed_then_disallowed_by_torch_runs_as_a_compiled_frame():
     made = []
 

@@ -1,0 +1,593 @@
+"""Callees of eager frames: a frame that runs eagerly as a whole still has its callees compiled.
+
+torch.compile's frame-evaluation hook sees every Python frame, so a frame it skips (a break in a
+``try`` block, in a loop, a generator, ``disable(recursive=False)``) still has the frames of the
+user functions and modules it calls compiled. CPython 3.11 and 3.12 give Python code no such
+hook. Instead, where graphlift runs a frame's code eagerly as a whole it runs a *routed copy* of
+that code object, made once per code object and options (kept in its ExtraState). The copy
+differs from the original at call sites only::
+
+    original                         routed copy
+    LOAD_FAST    obj                 LOAD_FAST    obj
+    LOAD_METHOD  forward             LOAD_ATTR    forward     # the bound method, then NULL
+    LOAD_FAST    x                   PUSH_NULL                # below it: every call the
+    PRECALL      1                   SWAP         2           # rewrite routes has a NULL slot
+    CALL         1                   LOAD_FAST    x
+                                     SWAP         2           # the callable to the top,
+                                     LOAD_CONST   <route>     # route(callable) in its place,
+                                     SWAP         2
+                                     PRECALL      0           # (a call with a non-NULL self
+                                     CALL         0           # slot: route(callable))
+                                     SWAP         2           # and back below the arguments
+                                     PRECALL      1           # the original call, unchanged
+                                     CALL         1
+
+``route(f)`` returns what the call should call: the compiled wrapper of a user function
+(graphlift's wrapper for it, cached on the function, so its entries live on its code object as
+usual), the bound wrapper of a user method, a module's compiled ``forward`` (a module with hooks
+gets ``Module._call_impl`` run as a routed copy, so hooks and forward are user frames routed in
+turn, as torch.compile compiles them), the compiled ``__call__`` of an object of a user class,
+and anything else as it is (a C function or type first: one ``type()`` test). The arguments,
+keyword names and the call instruction are the program's own, so identities,
+``inspect.signature`` of objects passed around, exceptions and their tracebacks are unchanged:
+the copy keeps the line table, jump targets and exception table of the original (re-encoded for
+the new offsets), and a routed callee's wrapper trims its own frames from a traceback. What the
+program can see is the frame's code object (``sys._getframe().f_code``, a generator's
+``gi_code``): a copy with the same name, file and lines. :func:`original_code` maps it back
+(profilers in tests use it).
+
+Which call sites: a static pass over the bytecode tracks which stack slots hold a NULL pushed for
+a call (``PUSH_NULL``, ``LOAD_GLOBAL``'s NULL bit, the method loads turned into attribute loads);
+a call whose self slot is such a NULL is routed. Calls whose self slot holds an object (the
+compiler's own ``__exit__`` calls and 3.11's comprehension calls) stay as they are. 3.11's
+comprehension code objects are routed copies too (their functions are never seen).
+
+The alternative, a small C extension installing a PEP 523 frame-evaluation function, would catch
+every frame (also those that C code such as ``map`` or ``sorted(key=...)`` calls) at no per-call
+cost in Python, but needs a compiler and per-version private CPython structures at install
+time, wheels per platform and Python version, and a hook that cooperates with torch._dynamo's
+own (one slot per interpreter). See the README ("Callees of eager frames") for what the routing
+costs per call.
+"""
+
+from __future__ import annotations
+
+import dis
+import functools
+import types
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from graphlift import bytecode, cache, logs, trace_rules
+from graphlift.codegen import FrameWrappers
+from graphlift.resume import encode_exception_table
+
+ROUTES_ATTR = "_graphlift_routes"  # on a user function: {options: what route() returns,
+#                                    (options, "eager"): its routed eager function}
+NONRECURSIVE_ATTR = "_graphlift_nonrecursive"  # on a disable(recursive=False) wrapper: the fn
+
+# Comprehensions that 3.11 compiles to functions of their own: routed with the frame.
+_COMPREHENSIONS = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"})
+
+_OP = dis.opmap
+_CACHES = dis._inline_cache_entries
+_JUMPS = frozenset(dis.hasjrel)
+_BACKWARD = frozenset(op for op in _JUMPS if "BACKWARD" in dis.opname[op])
+_NO_FALLTHROUGH = frozenset(_OP[name] for name in (
+    "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "RETURN_VALUE",
+    "RETURN_CONST", "RAISE_VARARGS", "RERAISE") if name in _OP)
+
+# Per version: the method loads (opname -> the attribute load that replaces it, as a function
+# of the argument) and whether a call is PRECALL + CALL.
+_METHOD_LOADS: dict[tuple[int, int], dict[str, Callable[[int], tuple[str, int] | None]]] = {
+    (3, 11): {"LOAD_METHOD": lambda arg: ("LOAD_ATTR", arg)},
+    (3, 12): {"LOAD_ATTR": lambda arg: ("LOAD_ATTR", arg & ~1) if arg & 1 else None,
+              "LOAD_SUPER_ATTR": lambda arg: ("LOAD_SUPER_ATTR", arg & ~1) if arg & 1 else None},
+}
+_PRECALL = {(3, 11): True, (3, 12): False}
+
+NULL, OTHER = "null", "other"  # what the static pass knows of a stack slot
+
+
+class NotRoutable(Exception):
+    """The static pass cannot follow this code (the frame then runs its original code)."""
+
+
+# -- the rewrite ---------------------------------------------------------------------------------
+class _Ins:
+    """One instruction of the new code: opcode, argument, jump target, source position."""
+
+    __slots__ = ("op", "arg", "target", "position")
+
+    def __init__(self, op: int, arg: int, position: tuple, target: int | None = None) -> None:
+        self.op, self.arg, self.position, self.target = op, arg, position, target
+
+
+def routed_code(code: types.CodeType, route: Callable) -> types.CodeType:
+    """A copy of ``code`` whose calls with a NULL self slot call ``route(callable)`` first."""
+    version = bytecode.VERSION
+    if version not in _METHOD_LOADS:
+        raise NotRoutable(f"no call-site rewrite for Python {version[0]}.{version[1]}")
+    originals = _parse(code)
+    states = _slot_states(code, originals)
+    route_index = len(code.co_consts)
+    consts = list(code.co_consts) + [route]
+    for i, const in enumerate(consts[:route_index]):
+        if isinstance(const, types.CodeType) and const.co_name in _COMPREHENSIONS:
+            consts[i] = routed_code(const, route)
+    emitted = _rewrite(code, originals, states, route_index, version)
+    return _assemble(code, originals, emitted, tuple(consts))
+
+
+def _parse(code: types.CodeType) -> list[tuple[int, int, int, int]]:
+    """(start offset, opcode, argument, offset of the opcode) per instruction, EXTENDED_ARG
+    folded in and inline caches skipped."""
+    raw = code.co_code
+    out, i, extended, start = [], 0, 0, None
+    while i < len(raw):
+        op, arg = raw[i], raw[i + 1]
+        start = i if start is None else start
+        if op == _OP["EXTENDED_ARG"]:
+            extended = (extended | arg) << 8
+            i += 2
+            continue
+        out.append((start, op, extended | arg, i))
+        i += 2 + 2 * _CACHES[op]
+        extended, start = 0, None
+    return out
+
+
+def _next_offset(op_offset: int, op: int) -> int:
+    return op_offset + 2 + 2 * _CACHES[op]
+
+
+def _jump_target(op: int, arg: int, op_offset: int) -> int:
+    after = _next_offset(op_offset, op)
+    return after - 2 * arg if op in _BACKWARD else after + 2 * arg
+
+
+def _slot_states(code: types.CodeType, originals: list) -> dict[int, tuple[str, ...]]:
+    """The stack before each reachable instruction: NULL where a call's NULL sits, else OTHER.
+
+    Only calls consume a NULL, so an instruction that pops fewer slots than it really does
+    (``dis.stack_effect`` gives the net effect) only mislabels OTHER slots as OTHER. Where two
+    paths disagree the slot is OTHER, and a call whose self slot is OTHER stays as it is.
+    """
+    index_of = {}
+    for i, (start, _, _, op_offset) in enumerate(originals):
+        index_of[start] = index_of[op_offset] = i
+    handlers = [(e.start, e.end, index_of[e.target], e.depth, e.lasti)
+                for e in bytecode.exception_table(code)]
+    states: dict[int, tuple[str, ...]] = {0: ()}
+    todo = [0]
+    while todo:
+        i = todo.pop()
+        start, op, arg, op_offset = originals[i]
+        stack = states[i]
+        successors = []
+        if op not in _NO_FALLTHROUGH and i + 1 < len(originals):
+            successors.append((i + 1, _after(op, arg, stack, jump=False)))
+        if op in _JUMPS:
+            successors.append((index_of[_jump_target(op, arg, op_offset)],
+                               _after(op, arg, stack, jump=True)))
+        for low, high, target, depth, lasti in handlers:
+            if low <= start < high:
+                successors.append((target, stack[:depth] + (OTHER,) * (1 + lasti)))
+        for j, new in successors:
+            old = states.get(j)
+            if old is not None:
+                if len(old) != len(new):
+                    raise NotRoutable(f"stack depths disagree at offset {originals[j][0]}")
+                new = tuple(a if a == b else OTHER for a, b in zip(old, new))
+            if new != old:
+                states[j] = new
+                todo.append(j)
+    return states
+
+
+def _after(op: int, arg: int, stack: tuple[str, ...], jump: bool) -> tuple[str, ...]:
+    """The slots after one instruction (see :func:`_slot_states`)."""
+    name = dis.opname[op]
+    if name == "PUSH_NULL":
+        return stack + (NULL,)
+    if name == "LOAD_GLOBAL":
+        return stack + ((NULL,) if arg & 1 else ()) + (OTHER,)
+    method_load = _METHOD_LOADS[bytecode.VERSION].get(name)
+    if method_load is not None and method_load(arg) is not None:  # becomes NULL + attribute
+        return stack[:-3 if name == "LOAD_SUPER_ATTR" else -1] + (NULL, OTHER)
+    if name == "RETURN_GENERATOR":  # the generator, popped by the POP_TOP after it
+        return stack + (OTHER,)
+    if name == "SWAP":
+        swapped = list(stack)
+        swapped[-1], swapped[-arg] = swapped[-arg], swapped[-1]
+        return tuple(swapped)
+    if name == "COPY":
+        return stack + (OTHER,)
+    if name == "CALL":  # 3.11: PRECALL has popped the arguments already
+        taken = 2 if _PRECALL[bytecode.VERSION] else arg + 2
+        return stack[:-taken] + (OTHER,)
+    if name == "CALL_FUNCTION_EX":
+        return stack[:-(3 + (arg & 1))] + (OTHER,)
+    effect = dis.stack_effect(op, arg if op >= dis.HAVE_ARGUMENT else None, jump=jump)
+    if len(stack) + effect < 0:
+        raise NotRoutable(f"{name} pops below the bottom of the stack")
+    return stack[:len(stack) + effect] if effect < 0 else stack + (OTHER,) * effect
+
+
+def _rewrite(code: types.CodeType, originals: list, states: dict, route_index: int,
+             version: tuple[int, int]) -> list[list[_Ins]]:
+    """The new instructions standing for each original one (jump targets: original indexes)."""
+    positions = list(code.co_positions())
+    index_of = {}
+    for i, (start, _, _, op_offset) in enumerate(originals):
+        index_of[start] = index_of[op_offset] = i
+    method_loads = _METHOD_LOADS[version]
+    emitted: list[list[_Ins]] = []
+    for i, (_, op, arg, op_offset) in enumerate(originals):
+        position = positions[op_offset // 2]
+        name = dis.opname[op]
+        target = index_of[_jump_target(op, arg, op_offset)] if op in _JUMPS else None
+        plain = [_Ins(op, arg, position, target)]
+        replacement = method_loads[name](arg) if name in method_loads else None
+        if replacement is not None:
+            attr_op, attr_arg = replacement
+            plain = [_Ins(_OP[attr_op], attr_arg, position), _Ins(_OP["PUSH_NULL"], 0, position),
+                     _Ins(_OP["SWAP"], 2, position)]
+        depth = _routed_depth(name, arg, states.get(i))
+        if depth is not None:
+            routing = _route_sequence(depth, route_index, position, version)
+            if i > 0 and dis.opname[originals[i - 1][1]] == "KW_NAMES":
+                emitted[-1][:0] = routing  # before KW_NAMES, which the route call would consume
+            else:
+                plain[:0] = routing
+        emitted.append(plain)
+    return emitted
+
+
+def _routed_depth(name: str, arg: int, stack: tuple[str, ...] | None) -> int | None:
+    """How deep the callable of a routed call sits (1: the top), or None: not routed."""
+    if stack is None:
+        return None  # unreachable
+    if name == ("PRECALL" if _PRECALL[bytecode.VERSION] else "CALL"):
+        self_slot, depth = -arg - 2, arg + 1
+    elif name == "CALL_FUNCTION_EX":
+        self_slot, depth = -3 - (arg & 1), 2 + (arg & 1)
+    else:
+        return None
+    return depth if len(stack) >= -self_slot and stack[self_slot] == NULL else None
+
+
+def _route_sequence(depth: int, route_index: int, position: tuple,
+                    version: tuple[int, int]) -> list[_Ins]:
+    """Replace the callable ``depth`` slots down by ``route(callable)``."""
+    swap = [_Ins(_OP["SWAP"], depth, position)] if depth > 1 else []
+    call = ([_Ins(_OP["PRECALL"], 0, position)] if _PRECALL[version] else []) + \
+        [_Ins(_OP["CALL"], 0, position)]
+    return [*swap, _Ins(_OP["LOAD_CONST"], route_index, position),
+            _Ins(_OP["SWAP"], 2, position), *call, *swap]
+
+
+def _assemble(code: types.CodeType, originals: list, emitted: list[list[_Ins]],
+              consts: tuple) -> types.CodeType:
+    """Encode the new instructions: jump arguments for the new offsets (EXTENDED_ARG grows them
+    until nothing moves), the exception table and the line table."""
+    flat = [ins for group in emitted for ins in group]
+    first, count = [], 0  # the index in ``flat`` where each original instruction's group starts
+    for group in emitted:
+        first.append(count)
+        count += len(group)
+    sizes = [_size(ins.op, ins.arg) for ins in flat]
+    while True:
+        offsets = [0]
+        for size in sizes:
+            offsets.append(offsets[-1] + size)
+        changed = False
+        for k, ins in enumerate(flat):
+            if ins.target is None:
+                continue
+            after, target = offsets[k + 1], offsets[first[ins.target]]
+            ins.arg = (after - target if ins.op in _BACKWARD else target - after) // 2
+            if ins.arg < 0:
+                raise NotRoutable("a jump changed direction")
+            size = _size(ins.op, ins.arg)
+            if size != sizes[k]:
+                sizes[k], changed = size, True
+        if not changed:
+            break
+    out = bytearray()
+    for ins in flat:
+        out += _encode(ins.op, ins.arg)
+    new_offset = {}
+    for i, (start, _, _, op_offset) in enumerate(originals):
+        new_offset[start] = new_offset[op_offset] = offsets[first[i]]
+    new_offset[len(code.co_code)] = len(out)
+    table = [(new_offset[e.start], new_offset[e.end], new_offset[e.target], e.depth, e.lasti)
+             for e in bytecode.exception_table(code)]
+    unit_positions = [ins.position for ins, size in zip(flat, sizes) for _ in range(size // 2)]
+    return code.replace(co_code=bytes(out), co_consts=consts,
+                        co_stacksize=code.co_stacksize + 2,
+                        co_exceptiontable=encode_exception_table(table),
+                        co_linetable=encode_positions(unit_positions, code.co_firstlineno))
+
+
+def _size(op: int, arg: int) -> int:
+    """Bytes of one instruction: EXTENDED_ARG prefixes, the opcode, its inline caches."""
+    prefixes = sum(1 for shift in (24, 16, 8) if arg >> shift)
+    return 2 * (1 + prefixes + _CACHES[op])
+
+
+def _encode(op: int, arg: int) -> bytes:
+    out = bytearray()
+    for shift in (24, 16, 8):
+        if arg >> shift:
+            out += bytes((_OP["EXTENDED_ARG"], (arg >> shift) & 0xFF))
+    out += bytes((op, arg & 0xFF)) + bytes(2 * _CACHES[op])
+    return bytes(out)
+
+
+# 3.11 and 3.12 location table (Objects/locations.md): an entry covers 1 to 8 code units;
+# code 15 has no location, 13 a line without columns, 14 the long form (line delta, end-line
+# delta, column + 1, end column + 1). Line deltas are relative to the previous entry's line.
+_NO_LOCATION, _NO_COLUMNS, _LONG = 15, 13, 14
+
+
+def encode_positions(positions: list[tuple], first_line: int) -> bytes:
+    """The line table for one (line, end line, column, end column) per code unit."""
+    out = bytearray()
+    line = first_line
+    i = 0
+    while i < len(positions):
+        position = positions[i]
+        run = 1
+        while run < 8 and i + run < len(positions) and positions[i + run] == position:
+            run += 1
+        start, end, column, end_column = position
+        if start is None:
+            out.append(0x80 | _NO_LOCATION << 3 | (run - 1))
+        elif column is None and end_column is None and end in (start, None):
+            out.append(0x80 | _NO_COLUMNS << 3 | (run - 1))
+            out += _signed_varint(start - line)
+            line = start
+        else:
+            out.append(0x80 | _LONG << 3 | (run - 1))
+            out += _signed_varint(start - line) + _varint((end if end is not None else start)
+                                                           - start)
+            out += _varint(0 if column is None else column + 1)
+            out += _varint(0 if end_column is None else end_column + 1)
+            line = start
+        i += run
+    return bytes(out)
+
+
+def _varint(value: int) -> bytes:
+    """The line table's varint: low 6-bit groups first, bit 6 set when more follow."""
+    out = bytearray()
+    while value >= 64:
+        out.append(64 | (value & 63))
+        value >>= 6
+    out.append(value)
+    return bytes(out)
+
+
+def _signed_varint(value: int) -> bytes:
+    return _varint((-value) << 1 | 1 if value < 0 else value << 1)
+
+
+# -- what route() calls instead ------------------------------------------------------------------
+_originals: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # routed copy -> original
+
+
+def original_code(code: types.CodeType) -> types.CodeType:
+    """The code object a routed copy was made from (``code`` itself if it is none)."""
+    return _originals.get(code, code)
+
+
+def eager_code(code: types.CodeType, options: Any, wrappers: FrameWrappers) -> types.CodeType:
+    """The routed copy of ``code`` for ``options``, made once (None where the rewrite cannot
+    follow the code: the frame then runs its original code)."""
+    state = cache.get_state(code)
+    if options not in state.eager_code:
+        try:
+            routed = routed_code(code, router(options, wrappers))
+        except NotRoutable as error:
+            logs.emit("graph_breaks", f"{code.co_name} ({state.location}) runs its original "
+                      f"code, its callees uncompiled: {error}")
+            routed = None
+        if routed is not None:
+            _originals[routed] = code
+        state.eager_code[options] = routed
+    return state.eager_code[options]
+
+
+def eager_function(fn: types.FunctionType, options: Any,
+                   wrappers: FrameWrappers) -> types.FunctionType:
+    """``fn`` running its code eagerly, with its callees routed to their compiled form (``fn``
+    itself where the routing is off or cannot follow the code). Made once per function."""
+    routes = fn.__dict__.get(ROUTES_ATTR)
+    if routes is None:
+        routes = fn.__dict__[ROUTES_ATTR] = {}
+    key = (options, "eager")
+    routed = routes.get(key)
+    # Made again when ``fn.__code__`` was replaced since.
+    if routed is None or (routed is not fn and original_code(routed.__code__) is not fn.__code__):
+        code = eager_code(fn.__code__, options, wrappers)
+        if code is None:
+            routed = fn
+        else:
+            routed = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__,
+                                        fn.__closure__)
+            routed.__kwdefaults__ = fn.__kwdefaults__
+            routed.__qualname__ = fn.__qualname__
+        routes[key] = routed
+    return routed
+
+
+_routers: dict[Any, Callable] = {}  # options -> route (options are interned and few)
+
+
+def router(options: Any, wrappers: FrameWrappers) -> Callable[[Any], Any]:
+    """The ``route`` of routed copies compiled with ``options``."""
+    route = _routers.get(options)
+    if route is None:
+        route = _routers[options] = _make_router(options, wrappers)
+    return route
+
+
+# Types whose instances are called as they are, without a second look (C functions, methods
+# of C types, classes); filled with the other types route() finds nothing to do for.
+_PLAIN: set[type] = {types.BuiltinFunctionType, types.MethodWrapperType, type,
+                     types.MethodDescriptorType, types.WrapperDescriptorType,
+                     functools.partial}
+_PLAIN_LIMIT = 4096  # types met (classes included): forgotten past this many
+
+
+def _make_router(options: Any, wrappers: FrameWrappers) -> Callable[[Any], Any]:
+    plain, function_type, method_type = _PLAIN, types.FunctionType, types.MethodType
+    skipped = _skipped
+
+    def route(f: Any) -> Any:
+        kind = type(f)
+        if kind in plain:
+            return f
+        if kind is function_type:
+            if f in skipped:
+                return f
+            routes = f.__dict__.get(ROUTES_ATTR)
+            if routes is not None:
+                target = routes.get(options)
+                if target is not None:
+                    return target
+            return _route_function(f, options, wrappers)
+        if kind is method_type:
+            target = route(f.__func__)
+            return f if target is f.__func__ else method_type(target, f.__self__)
+        call = calls.get(kind)
+        if call is not None:
+            return method_type(call, f)
+        return _route_object(f, kind, options, wrappers, calls)
+
+    calls: dict[type, Callable] = {}  # a user class with a __call__: its compiled __call__
+    return route
+
+
+# Functions that route to themselves (torch's, the standard library's): held, as the types in
+# _PLAIN are, and forgotten past _PLAIN_LIMIT of them (functions made on the fly).
+_skipped: set[types.FunctionType] = set()
+
+
+def _route_function(fn: types.FunctionType, options: Any, wrappers: FrameWrappers) -> Any:
+    """What an eager frame calls for ``fn``: decided once per function and options."""
+    target = routed_target(fn, options, wrappers)
+    if target is fn:
+        if len(_skipped) > _PLAIN_LIMIT:
+            _skipped.clear()
+        _skipped.add(fn)
+    else:
+        fn.__dict__.setdefault(ROUTES_ATTR, {})[options] = target
+    return target
+
+
+def routed_target(fn: Any, options: Any, wrappers: FrameWrappers) -> Any:
+    """A user function's compiled wrapper; a ``disable(recursive=False)`` function (graphlift's
+    or torch's) running eagerly with its callees routed; ``fn`` itself for anything else."""
+    nonrecursive = non_recursive_disabled(fn)
+    if nonrecursive is not None:
+        return eager_function(nonrecursive, options, wrappers)
+    if isinstance(fn, types.FunctionType) and fn.__code__ in _CALL_IMPL_INNER:
+        return eager_function(fn, options, wrappers)  # Module._call_impl's inner(): hooks
+    if not isinstance(fn, types.FunctionType) or not _is_user_code(fn):
+        return fn
+    return wrappers.function(fn, options)
+
+
+def non_recursive_disabled(fn: Any) -> types.FunctionType | None:
+    """The function that ``disable(fn, recursive=False)`` made ``fn`` from, if it is one:
+    graphlift's wrapper or torch's (``torch.compiler.disable``), or a function that torch's
+    ``skip`` marked in place."""
+    if not isinstance(fn, types.FunctionType):
+        return None
+    marks = fn.__dict__
+    original = marks.get(NONRECURSIVE_ATTR)
+    if original is None and marks.get(trace_rules.TORCH_DISABLED_ATTR):
+        if marks.get(TORCH_RECURSIVE_ATTR) is False:
+            original = trace_rules.torch_original(fn)
+        elif trace_rules.torch_original(fn) is None and TORCH_RECURSIVE_ATTR not in marks:
+            original = fn  # torch._dynamo.skip(fn): the mark is on fn itself
+    return original if isinstance(original, types.FunctionType) else None
+
+
+TORCH_RECURSIVE_ATTR = "_torchdynamo_disable_recursive"  # False on disable(recursive=False)'s
+
+
+def _is_user_code(fn: types.FunctionType) -> bool:
+    """What a frame-evaluation hook would compile: user code, and a function torch's
+    ``disallow_in_graph`` took out of the graph (its frame is compiled, not traced inline)."""
+    decision = trace_rules.lookup(fn)
+    if decision.rule is trace_rules.TORCH_DISALLOWED:
+        decision = trace_rules.module_rule(fn)
+    return decision.rule in (trace_rules.USER_CODE, trace_rules.CONFIG_INLINE)
+
+
+def _route_object(obj: Any, kind: type, options: Any, wrappers: FrameWrappers,
+                  calls: dict[type, Callable]) -> Any:
+    """A module's call (its forward compiled), an object's user ``__call__`` compiled (kept in
+    ``calls`` for its type); anything else as it is."""
+    if isinstance(obj, torch.nn.Module):
+        if not _user_module_class(kind) or "forward" in obj.__dict__ or \
+                obj.__dict__.get("_compiled_call_impl") is not None:
+            return obj  # torch's own modules, as torch.compile leaves them
+        if not _has_hooks(obj):
+            return wrappers.module_call(obj, options)
+        return functools.partial(eager_function(torch.nn.Module._call_impl, options, wrappers),
+                                 obj)
+    if not isinstance(obj, torch.nn.Module):
+        call = next((vars(klass)["__call__"] for klass in kind.__mro__
+                     if "__call__" in vars(klass)), None)  # the class's own, not type's
+        if isinstance(call, types.FunctionType) and _is_user_code(call):
+            calls[kind] = wrappers.function(call, options)
+            return types.MethodType(calls[kind], obj)
+        if len(_PLAIN) > _PLAIN_LIMIT:
+            _PLAIN.intersection_update(_PLAIN_START)
+        _PLAIN.add(kind)
+    return obj
+
+
+_PLAIN_START = frozenset(_PLAIN)
+# The functions Module._call_impl defines and calls (``inner``, which runs the hooks and the
+# forward): routed copies too, so that hooks and forward are compiled as torch.compile does.
+_CALL_IMPL_INNER = frozenset(const for const in torch.nn.Module._call_impl.__code__.co_consts
+                             if isinstance(const, types.CodeType))
+
+
+def _user_module_class(kind: type) -> bool:
+    """A module class that keeps ``Module.__call__`` and has a ``forward`` of user code."""
+    known = _USER_MODULES.get(kind)
+    if known is None:
+        forward = kind.forward
+        known = _USER_MODULES[kind] = kind.__call__ is torch.nn.Module.__call__ and \
+            kind._call_impl is torch.nn.Module._call_impl and \
+            isinstance(forward, types.FunctionType) and _is_user_code(forward)
+    return known
+
+
+_USER_MODULES: dict[type, bool] = {}  # decided once per module class (reset() forgets)
+
+
+def _has_hooks(module: torch.nn.Module) -> bool:
+    """What ``Module._call_impl`` checks before it takes its fast path."""
+    hooks = torch.nn.modules.module
+    return bool(module._backward_hooks or module._backward_pre_hooks or module._forward_hooks
+                or module._forward_pre_hooks or hooks._global_backward_pre_hooks
+                or hooks._global_backward_hooks or hooks._global_forward_hooks
+                or hooks._global_forward_pre_hooks)
+
+
+def reset() -> None:
+    """Forget which functions route to themselves (the trace rules may have changed)."""
+    _skipped.clear()
+    _PLAIN.intersection_update(_PLAIN_START)
+    _USER_MODULES.clear()
+    _routers.clear()

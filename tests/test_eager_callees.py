@@ -1,0 +1,378 @@
+"""Callees of eager frames: a frame that runs eagerly as a whole has its callees compiled.
+
+Each case runs eagerly, under torch.compile (backend "eager" through a counter) and under
+graphlift, and compares results, printed output and exceptions; the graph counts are compared
+with torch.compile's, and ``graphlift.stats(callee)`` shows the callee compiled.
+"""
+
+import contextlib
+import inspect
+import io
+import traceback
+
+import pytest
+import torch
+import torch._dynamo
+import torch._dynamo.testing
+
+import graphlift
+from graphlift import bytecode, eager_callees
+from graphlift.testing import CompileCounter
+
+
+@pytest.fixture(autouse=True)
+def clean():
+    torch._dynamo.reset()
+    graphlift.reset()
+    yield
+    torch._dynamo.reset()
+    graphlift.reset()
+
+
+def run(fn, *args, system="eager", calls=2):
+    """Results, printed output and graph count of ``calls`` calls of ``fn`` under ``system``."""
+    torch._dynamo.reset()
+    counter = None
+    if system == "torch":
+        counter = torch._dynamo.testing.CompileCounter()
+        fn = torch.compile(fn, backend=counter)
+    elif system == "graphlift":
+        counter = CompileCounter()
+        fn = graphlift.compile(fn, backend=counter)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        results = [fn(*args) for _ in range(calls)]
+    torch._dynamo.reset()
+    return results, out.getvalue(), None if counter is None else counter.frame_count
+
+
+def same(a, b):
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(map(same, a, b))
+    return a == b
+
+
+def check(fn, *args, graphs=None):
+    """Eager, torch.compile and graphlift agree; graphlift's graph count is torch's (or
+    ``graphs``). Returns graphlift's count."""
+    eager, printed, _ = run(fn, *args)
+    theirs, their_print, their_graphs = run(fn, *args, system="torch")
+    graphlift.reset()
+    ours, our_print, our_graphs = run(fn, *args, system="graphlift")
+    assert same(eager, theirs) and same(eager, ours)
+    assert printed == their_print == our_print
+    assert our_graphs == (their_graphs if graphs is None else graphs)
+    return our_graphs
+
+
+def g(x):
+    return x.sin() + 1
+
+
+X = torch.ones(3)
+
+
+# -- the frames that run eagerly -----------------------------------------------------------------
+def test_a_break_in_a_try_block_compiles_the_callee():
+    def f(x):
+        try:
+            print("in try")
+            y = g(x)
+        except KeyError:
+            y = None
+        return y
+
+    assert check(f, X) == 1
+    assert graphlift.stats(g).graphs == 1 and graphlift.stats(f).eager_frames == 1
+
+
+def test_a_break_in_a_loop_body():
+    def f(x):
+        for i in range(2):
+            print("step", i)
+            x = g(x)
+        return x
+
+    assert check(f, X) == 1
+    assert graphlift.stats(g).graphs == 1 and graphlift.stats(g).hits == 3
+
+
+def test_a_break_inside_autocast():
+    def f(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            print("autocast")
+            return g(x @ x.T)
+
+    x = torch.ones(3, 3)
+    eager = f(x)
+    compiled = graphlift.compile(f)
+    assert same(compiled(x), eager) and same(compiled(x), eager)
+    # graphlift runs the frame eagerly (torch.compile splits it, so no count to compare) and
+    # compiles g under the frame's autocast: its graph's dtype is bfloat16, as in eager.
+    assert graphlift.stats(f).eager_frames == 1 and graphlift.stats(g).graphs == 1
+    assert compiled(x).dtype == eager.dtype == torch.bfloat16
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.lin(x).relu()
+
+
+def test_a_module_called_from_an_eager_frame_has_its_forward_compiled():
+    block = Block()
+
+    def f(x):
+        try:
+            print("module")
+            return block(x)
+        except KeyError:
+            return None
+
+    with torch.no_grad():
+        assert check(f, X) == 1
+    assert graphlift.stats(Block.forward).graphs == 1
+
+
+def test_a_module_with_a_forward_hook_runs_the_hook():
+    block = Block()
+    block.register_forward_hook(lambda module, args, out: print("hook") or out * 2)
+
+    def f(x):
+        try:
+            print("module")
+            return block(x)
+        except KeyError:
+            return None
+
+    with torch.no_grad():
+        # torch.compile: the forward's graph, and the hook's after its print.
+        assert check(f, X) == 2
+    assert graphlift.stats(Block.forward).graphs == 1
+
+
+def test_a_torch_module_runs_as_it_is():
+    linear = torch.nn.Linear(3, 3)
+
+    def f(x):
+        try:
+            print("linear")
+            return linear(x)
+        except KeyError:
+            return None
+
+    with torch.no_grad():
+        assert check(f, X) == 0  # torch.compile skips torch's own modules too
+
+
+class Stepper:
+    def __init__(self):
+        self.scale = 3.0
+
+    def step(self, x, *, shift=0.0):
+        return x.cos() * self.scale + shift
+
+
+class Scaler:
+    def __call__(self, x):
+        return x.tanh() * 2
+
+
+def test_a_callable_object_has_its_call_compiled():
+    scaler = Scaler()
+
+    def f(x):
+        try:
+            print("callable")
+            return scaler(x) + scaler(x + 1)
+        except KeyError:
+            return None
+
+    assert check(f, X) == 1
+    assert graphlift.stats(Scaler.__call__).graphs == 1
+
+
+def test_a_method_and_keyword_and_star_calls():
+    stepper = Stepper()
+
+    def f(x):
+        try:
+            print("calls")
+            a = stepper.step(x, shift=1.0)
+            b = g(*(x,))
+            c = stepper.step(*[x], **{"shift": 1.0})
+            return a + b + c
+        except KeyError:
+            return None
+
+    assert check(f, X) == 2  # step (once: both calls hit) and g
+    assert graphlift.stats(Stepper.step).graphs == 1 and graphlift.stats(Stepper.step).hits == 3
+
+
+def boom(x):
+    raise ValueError(f"bad {x.shape}")
+
+
+def test_an_exception_of_a_callee_propagates_unchanged():
+    def f(x):
+        try:
+            print("before")
+            boom(x)
+        except ValueError as error:
+            return str(error), traceback.format_exc().splitlines()[-3:]
+        return None
+
+    eager = f(X)
+    compiled = graphlift.compile(f)
+    assert compiled(X) == eager
+    with pytest.raises(ValueError, match="bad") as info:
+        graphlift.compile(lambda x: [print("x"), boom(x)] and 1 or 2)(X)
+    assert [frame.name for frame in traceback.extract_tb(info.tb)][-1] == "boom"
+
+
+def test_identity_and_signature_of_functions_passed_around():
+    stepper = Stepper()
+
+    def f(fn, x):
+        try:
+            print("identity")
+            return (fn is g, str(inspect.signature(fn)), stepper.step.__func__ is Stepper.step,
+                    type(stepper.step).__name__, fn(x))
+        except KeyError:
+            return None
+
+    check(f, g, X)
+    assert graphlift.stats(g).graphs == 1
+
+
+def nested_inner(x):
+    try:
+        print("inner")
+        return g(x) * 2
+    except KeyError:
+        return None
+
+
+def test_a_compiled_callee_that_falls_back_routes_its_callees_too():
+    def f(x):
+        try:
+            print("outer")
+            return nested_inner(x)
+        except KeyError:
+            return None
+
+    assert check(f, X) == 1
+    assert graphlift.stats(nested_inner).eager_frames == 1 and graphlift.stats(g).graphs == 1
+
+
+def gen(x):
+    for _ in range(2):
+        yield g(x)
+
+
+def test_a_generator_consumed_in_an_eager_frame():
+    def f(x):
+        try:
+            print("generator")
+            return list(gen(x))
+        except KeyError:
+            return None
+
+    assert check(f, X) == 1
+    assert graphlift.stats(g).graphs == 1
+
+
+def test_a_compiled_generator_function_compiles_its_callees():
+    # torch.compile's hook is off again when the generator's body runs (after the call that
+    # made it returns): it compiles nothing. graphlift's routed copy compiles the callee.
+    counter = torch._dynamo.testing.CompileCounter()
+    theirs = list(torch.compile(gen, backend=counter)(X))
+    ours = list(graphlift.compile(gen)(X))
+    assert same(ours, list(gen(X))) and same(theirs, ours) and counter.frame_count == 0
+    assert graphlift.stats(g).graphs == 1 and graphlift.stats(gen).eager_frames == 1
+
+
+def test_disable_not_recursive():
+    def leaf(x):
+        return x.sin() * 2
+
+    middle_ours = graphlift.disable(lambda x: leaf(x) + 1, recursive=False)
+    middle_torch = torch.compiler.disable(lambda x: leaf(x) + 1, recursive=False)
+
+    def f(x):
+        return middle_ours(x * 2) * 3
+
+    def f_torch(x):
+        return middle_torch(x * 2) * 3
+
+    _, _, their_graphs = run(f_torch, X, system="torch")
+    ours, _, our_graphs = run(f, X, system="graphlift")
+    assert our_graphs == their_graphs == 3 and same(ours[0], f(X))
+    assert graphlift.stats(leaf).graphs == 1
+    graphlift.reset()
+    middle_ours(X)  # called from plain Python: nothing is compiled, as under torch.compile
+    assert graphlift.stats(leaf).compiles == 0
+    assert same(graphlift.compile(middle_ours)(X), middle_ours(X))
+    assert graphlift.stats(leaf).graphs == 1
+
+
+def test_the_setting_off_runs_the_callees_eagerly():
+    def f(x):
+        try:
+            print("off")
+            return g(x)
+        except KeyError:
+            return None
+
+    with graphlift.config.patch(compile_eager_callees=False):
+        assert check(f, X, graphs=0) == 0
+    assert graphlift.stats(g).compiles == 0
+
+
+# -- the rewrite itself --------------------------------------------------------------------------
+def many_calls(o, a, kw):
+    r = [g(a[0])]
+    r.append(o.step(a[0], shift=2.0))
+    r.append(len(*a))
+    r.append(o.step(*a, **kw))
+    r.append([g(x) for x in a])
+    with contextlib.nullcontext():
+        r.append(g(a[0]) if a else g(a))
+    try:
+        r.append(max(g(a[0]).sum(), g(a[0]).sum()))
+        raise KeyError(g(a[0]))
+    except KeyError as e:
+        r.append(e.args[0])
+    r.append(sum(g(x) for x in a))
+    return r
+
+
+def test_the_routed_copy_keeps_results_lines_and_routes_every_user_call():
+    routed = []
+
+    def route(f):
+        routed.append(getattr(f, "__name__", type(f).__name__))
+        return f
+
+    code = many_calls.__code__
+    copy = eager_callees.routed_code(code, route)
+    fn = type(many_calls)(copy, many_calls.__globals__)
+    args = (Stepper(), [torch.ones(2)], {"shift": 1.0})
+    assert same(fn(*args), many_calls(*args))
+    # g seven times (the comprehension's and the generator's calls too), step twice, len, max,
+    # sum, list.append and KeyError: every call with a NULL self slot.
+    assert routed.count("g") == 7 and routed.count("step") == 2
+    assert {"len", "max", "sum", "append", "KeyError"} <= set(routed)
+    lines = {i.lineno for i in bytecode.decode(code) if i.located}
+    assert lines == {p[0] for p in copy.co_positions() if p[0] is not None}
+
+
+def test_the_line_table_encoder_round_trips():
+    code = many_calls.__code__
+    table = eager_callees.encode_positions(list(code.co_positions()), code.co_firstlineno)
+    assert list(code.replace(co_linetable=table).co_positions()) == list(code.co_positions())
