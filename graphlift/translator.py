@@ -903,7 +903,7 @@ class InstructionTranslator:
                         value: VariableTracker) -> None:
         """``obj[index] = value`` while tracing."""
         if has_array(obj):
-            numpy_operator(self, operator.setitem, [obj, index, value])  # refused: aliasing
+            numpy_operator(self, operator.setitem, [obj, index, value])
         elif isinstance(obj, TensorVariable):
             call_torch(self, "call_function", operator.setitem, [obj, index, value], {})
         elif isinstance(obj, ListVariable):

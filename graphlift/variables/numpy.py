@@ -34,7 +34,7 @@ from graphlift.config import config
 from graphlift.exc import Unsupported
 from graphlift.sources import NumpyTensorSource, Source
 from graphlift.variables.base import VariableTracker, raise_real
-from graphlift.variables.constant import ConstantVariable
+from graphlift.variables.constant import CONTAINER_WRAPPERS, ConstantVariable
 from graphlift.variables.containers import BaseListVariable, DictVariable, TupleVariable
 from graphlift.variables.symbolic import SliceVariable, specialize
 from graphlift.variables.tensor import (
@@ -103,11 +103,21 @@ def numpy_call(fn: Any, name: str) -> NumpyCall:
 
 # -- which NumPy callables are traced ----------------------------------------------------------
 # (NumPy module, its torch._numpy counterpart): functions of the same name are traced through it.
-# Left out on purpose, so they run eagerly: np.random (NumPy's random stream is its own, and a
+# Left out on purpose, so it runs eagerly: np.random (NumPy's random stream is its own, and a
 # graph would draw from torch's; torch.compile traces it that way, graphlift keeps eager's
-# numbers) and np.fft (NumPy computes in double precision, complex128 from float32 input, where
-# torch._numpy gives complex64; torch.compile returns that wrong dtype).
-TRACED_MODULES = ((np, tnp), (np.linalg, tnp.linalg))
+# numbers). np.fft is traced where torch._numpy gives NumPy's dtype (see FFT_SINGLE_PRECISION).
+TRACED_MODULES = ((np, tnp), (np.linalg, tnp.linalg), (np.fft, tnp.fft))
+
+# np.fft functions traced only on arrays of other dtypes than these: NumPy 2 transforms single
+# precision in single precision (complex64 from float32), torch._numpy always in double
+# (complex128; torch.compile returns that). Double precision and integers agree in both.
+FFT_SINGLE_PRECISION = frozenset(np.dtype(n) for n in ("float16", "float32", "complex64"))
+FFT_GATED = frozenset(id(getattr(np.fft, name)) for name in (
+    "fft", "ifft", "fft2", "ifft2", "fftn", "ifftn", "rfft", "irfft", "rfft2", "irfft2", "rfftn",
+    "irfftn", "hfft", "ihfft"))
+# np.fft functions never traced: fftfreq and rfftfreq of ints are float64 in NumPy, float32 in
+# torch._numpy.
+UNTRACED = frozenset({np.fft.fftfreq, np.fft.rfftfreq})
 
 # NumPy classes and functions folded on constant arguments: called for real while tracing.
 FOLDED = frozenset({
@@ -131,7 +141,8 @@ def _traced_functions() -> dict[int, tuple[Any, Any]]:
         for name in dir(counterpart):
             ours, theirs = getattr(module, name, None), getattr(counterpart, name)
             if not name.startswith("_") and callable(ours) and callable(theirs) and \
-                    not isinstance(ours, type) and not isinstance(ours, type(np)):
+                    not isinstance(ours, type) and not isinstance(ours, type(np)) and \
+                    ours not in UNTRACED:
                 table[id(ours)] = (ours, theirs)
     return table
 
@@ -146,6 +157,11 @@ def _register() -> None:
 
 
 _register()
+
+# NumPy scalars read from folded objects (np.finfo(a.dtype).eps, np.iinfo(...).max of a
+# np.int64) are constants, as the scalars np.float32(2.0) folds to.
+CONTAINER_WRAPPERS.update({t: ConstantVariable for t in np.sctypeDict.values()
+                           if isinstance(t, type) and issubclass(t, np.number | np.bool_)})
 
 
 # -- trackers ----------------------------------------------------------------------------------
@@ -201,7 +217,10 @@ class NumpyArrayVariable(VariableTracker):
             return codegen.source_expr(self.source)  # an input array is itself
 
         def build(codegen: OutputCodegen) -> str:
-            array = f"{self.tensor.reconstruct(codegen)}.numpy()"
+            tensor = self.tensor.reconstruct(codegen)
+            # A complex result may be a conjugate view (np.fft.ifft), which .numpy() refuses.
+            resolved = ".resolve_conj()" if self.tensor.fake.is_complex() else ""
+            array = f"{tensor}{resolved}.numpy()"
             return f"{array}[()]" if self.scalar else array
 
         return codegen.remember(self, build)
@@ -266,10 +285,20 @@ class NumpyFunctionVariable(VariableTracker):
         if self.target is None:
             return _fold(self.fn, args, kwargs)
         name = self.fn.__name__
+        if id(self.fn) in FFT_GATED and not _fft_agrees(args):
+            raise Unsupported(f"numpy.fft.{name} of single precision (NumPy keeps it, "
+                              "torch._numpy computes in double) or of a value that is no array")
         return call_numpy(tx, self.target, name, args, kwargs, scalar=name not in ARRAY_RESULTS)
 
     def reconstruct(self, codegen: OutputCodegen) -> str:
         return codegen.source_expr(self.source) if self.source else codegen.constant(self.fn)
+
+
+def _fft_agrees(args: list[VariableTracker]) -> bool:
+    """Whether torch._numpy's transform gives NumPy's dtype: an array of double precision, an
+    integer or a bool dtype as the transformed argument (see FFT_SINGLE_PRECISION)."""
+    return bool(args) and isinstance(args[0], NumpyArrayVariable) and \
+        args[0].dtype not in FFT_SINGLE_PRECISION
 
 
 def _fold(fn: Any, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> \
@@ -338,12 +367,16 @@ def has_array(*values: VariableTracker) -> bool:
 
 def numpy_operator(tx: InstructionTranslator, op: Any, values: list[VariableTracker]) -> \
         VariableTracker:
-    """``a + b``, ``a < 2``, ``-a``, ``a[i]`` with an array among the operands."""
-    if op in INPLACE_OPERATORS:
-        raise Unsupported(f"in-place {op.__name__} on an ndarray (its memory may be a tensor's)",
-                          break_type="side_effect")
+    """``a + b``, ``a < 2``, ``-a``, ``a[i]``, ``a += 1``, ``a[i] = v`` with an array among the
+    operands."""
     if any(isinstance(v, TensorVariable) for v in values):
-        raise Unsupported(f"{op.__name__} of an ndarray and a tensor")
+        # Eager runs ``x * a`` through NumPy's ufunc and wraps the result back into a Tensor
+        # (Tensor.__array_wrap__: NumPy's promotion, int64 array * float32 tensor is float64),
+        # and ``a * x`` raises TypeError; torch.compile computes both as torch ops.
+        raise Unsupported(f"{op.__name__} of an ndarray and a tensor (eager mixes NumPy's "
+                          "ufuncs with Tensor.__array_wrap__)")
+    if op in INPLACE_OPERATORS:
+        return _in_place(tx, op, values)
     scalar = True
     if op is operator.getitem:
         index = values[1].as_constant() if values[1].is_constant() else None
@@ -352,11 +385,30 @@ def numpy_operator(tx: InstructionTranslator, op: Any, values: list[VariableTrac
     return call_numpy(tx, op, op.__name__, values, {}, scalar=scalar)
 
 
-INPLACE_OPERATORS = frozenset({
-    operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
-    operator.imod, operator.ipow, operator.imatmul, operator.iand, operator.ior, operator.ixor,
-    operator.ilshift, operator.irshift, operator.setitem,
-})
+def _in_place(tx: InstructionTranslator, op: Any, values: list[VariableTracker]) -> \
+        VariableTracker:
+    """``a += 1``, ``a[mask] = 0``: torch._numpy writes into the array's tensor, so the write
+    reaches the tensor the array was made from, or the argument array (fed to the graph by
+    ``torch.from_numpy``, its own memory); the node is kept as a write. The array stays the same
+    object. A NumPy scalar is immutable: ``s += 1`` makes a new one, as in NumPy."""
+    target = values[0]
+    if not isinstance(target, NumpyArrayVariable) or target.scalar:
+        if op is operator.setitem:
+            raise Unsupported("item assignment on a NumPy scalar (eager raises TypeError)")
+        return numpy_operator(tx, INPLACE_OPERATORS[op], values)  # a new scalar
+    call_numpy(tx, op, op.__name__, values, {}, scalar=False)
+    return target
+
+
+# In-place operators and the operator NumPy scalars (immutable) use for them instead.
+INPLACE_OPERATORS = {
+    operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
+    operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
+    operator.imod: operator.mod, operator.ipow: operator.pow, operator.imatmul: operator.matmul,
+    operator.iand: operator.and_, operator.ior: operator.or_, operator.ixor: operator.xor,
+    operator.ilshift: operator.lshift, operator.irshift: operator.rshift,
+    operator.setitem: None,  # a[i] = v writes into the array (into a scalar: TypeError)
+}
 
 
 # -- tensors <-> arrays ------------------------------------------------------------------------
