@@ -242,10 +242,64 @@ class TorchCallableVariable(VariableTracker):
         reason = trace_rules.stateful_reason(self.fn)
         if reason is not None:
             raise Unsupported(f"torch.{self.describe()} {reason}", break_type="skipped_function")
+        if _hashable(self.fn) and self.fn in USER_CHECKS:
+            _refuse_unfaithful_check(self.fn, args, kwargs)
         return call_torch(tx, "call_function", self.fn, args, kwargs)
 
     def reconstruct(self, codegen: OutputCodegen) -> str:
         return codegen.constant(self.fn)
+
+
+def _hashable(fn: Any) -> bool:
+    try:
+        hash(fn)
+    except TypeError:
+        return False
+    return True
+
+
+# torch's checks whose condition may be data-dependent (an unbacked SymBool): the positions of
+# their condition, message and exception type (None: fixed by the function, given here).
+# Traced, such a check is an assert of the graph (torch's deferred runtime asserts), which
+# raises RuntimeError with its own message ("Runtime assertion failed for expression u0 <= 9").
+USER_CHECKS: dict[Any, tuple[int, int, int | type]] = {
+    torch._check: (0, 1, RuntimeError),
+    torch._check_with: (1, 2, 0),  # the exception type is its first argument
+    torch._check_value: (0, 1, ValueError),
+    torch._check_index: (0, 1, IndexError),
+    torch._check_type: (0, 1, TypeError),
+    torch._check_not_implemented: (0, 1, NotImplementedError),
+}
+
+
+def _refuse_unfaithful_check(fn: Any, args: list[VariableTracker],
+                             kwargs: dict[str, VariableTracker]) -> None:
+    """A check on a data-dependent condition stays an assert of the graph only where that
+    assert raises as eager does: RuntimeError without a message of the user's. With a message
+    (a function, or a string, which eager refuses with TypeError when the check fails) or
+    another exception type, it is a graph break and eager's check runs on the real value
+    (torch.compile keeps a constant message's check in the graph and loses the message and
+    the exception type)."""
+    cond_at, message_at, error = USER_CHECKS[fn]
+    cond = _argument(args, kwargs, cond_at, "cond")
+    if not (isinstance(cond, SymNodeVariable) and is_symbolic(cond.value)):
+        return
+    message = _argument(args, kwargs, message_at, "message")
+    if isinstance(error, int):
+        error_type = _argument(args, kwargs, error, "error_type")
+        error = error_type.as_constant() if error_type is not None and \
+            error_type.is_constant() else None
+    has_message = message is not None and not (message.is_constant() and
+                                               message.as_constant() is None)
+    if has_message or error is not RuntimeError:
+        raise Unsupported(
+            f"torch.{fn.__name__}() of a data-dependent condition with a message or an "
+            "exception other than RuntimeError: the graph's assert would raise RuntimeError "
+            "with a message of its own", break_type="data_dependent")
+
+
+def _argument(args: list, kwargs: dict, index: int, name: str) -> VariableTracker | None:
+    return args[index] if index < len(args) else kwargs.get(name)
 
 
 def _set_grad_enabled(tx: InstructionTranslator, args: list[VariableTracker],
