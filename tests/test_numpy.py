@@ -118,12 +118,6 @@ def random_draw(x):
     return np.random.rand(3) + x.numpy()
 
 
-def in_place(x):
-    a = x.numpy()
-    a += 1  # writes into x's memory
-    return a
-
-
 # -- cases that match torch.compile ------------------------------------------------------------
 @pytest.mark.parametrize("fn", [ufuncs, reduction_to_scalar, round_trip, linalg, promotion,
                                 indexing, comparisons])
@@ -197,25 +191,143 @@ def test_np_random_keeps_numpys_own_stream():
     assert (graphs, breaks) == (1, 1)  # the resume function adds the drawn array: one graph
 
 
-def test_np_fft_runs_eagerly_with_numpys_dtype():
-    # torch.compile traces it in one graph (1, 0) and returns complex64, where NumPy gives
-    # complex128: graphlift breaks at the call and gives eager's array.
+def test_np_fft_of_single_precision_runs_eagerly_with_numpys_dtype():
+    # torch.compile traces it in one graph (1, 0) and returns complex128, where NumPy 2 gives
+    # complex64: graphlift breaks at the call and gives eager's array.
     check(fft, [(m23(),)], tc=(1, 0))
 
 
-def test_in_place_operators_on_arrays_run_eagerly_and_write_into_the_tensor():
-    x, y = m23(), m23()
-    expected = in_place(x)
-    with contextlib.redirect_stdout(io.StringIO()):
-        got = graphlift.compile(in_place)(y)
+def fft_of_double(a):
+    spectrum = np.fft.fft(a)
+    return spectrum, np.fft.ifft(spectrum), np.fft.irfft(np.fft.rfft(a)), np.fft.fftshift(a)
+
+
+def fft_frequencies(a):
+    return np.fft.fftfreq(a.shape[0], 0.5) * a  # float64 in NumPy, float32 in torch._numpy
+
+
+def test_np_fft_of_double_precision_is_one_graph():
+    """Double precision (and integers) give NumPy's dtypes through torch._numpy; ifft's result
+    is a conjugate view in torch, which comes back as a plain ndarray."""
+    calls = [(np.arange(8.),), (np.cos(np.arange(8.)),)]
+    assert check(fft_of_double, calls) == (1, 0)
+    assert check(fft_of_double, [(np.arange(8),)]) == (1, 0)
+
+
+def test_np_fft_frequencies_run_eagerly():
+    # torch.compile: one graph, float32 frequencies where NumPy gives float64.
+    check(fft_frequencies, [(np.arange(4.),)], tc=(1, 0))
+
+
+def float_limits(x):
+    a = x.numpy()
+    return np.finfo(a.dtype).eps * a, np.iinfo(np.int16).max, np.finfo(np.float64).tiny
+
+
+def test_iinfo_and_finfo_of_an_array_dtype_fold_to_numpy_scalars():
+    # torch.compile cannot trace ndarray.dtype (a break it cannot resume from: (0, 1)).
+    assert check(float_limits, [(m23(),)], tc=(0, 1)) == (1, 0)
+
+
+# -- writes into arrays ------------------------------------------------------------------------
+def add_in_place(x):
+    a = x.numpy()
+    a += 1  # writes into x's memory
+    return a
+
+
+def multiply_a_view(x):
+    a = x.numpy()
+    row = a[1]
+    row *= 2  # a view: writes into a, and so into x
+    return a.sum()
+
+
+def assign_item(x):
+    a = x.numpy()
+    a[0] = 3
+    a[:, 1] = -1.5
+    return a
+
+
+def assign_masked(x):
+    a = x.numpy()
+    a[a > 2] = 0
+    return a * 2
+
+
+def ufunc_out(x):
+    a = x.numpy()
+    np.add(a, 1, out=a)
+    return a
+
+
+def argument_array_in_place(a):
+    a += 1
+    a[0] = 7.0
+    return np.sin(a), a
+
+
+def scalar_in_place(x):
+    s = x.numpy().sum()
+    t = s
+    s += 1  # a NumPy scalar is immutable: a new one, t keeps its value
+    return s, t
+
+
+def int_array_plus_float(x):
+    a = x.numpy()
+    a += 1.5  # NumPy refuses the float64 -> int64 cast
+    return a
+
+
+def check_writes(fn: Callable, make_args: Callable[[], tuple],
+                 tc: tuple[int, int] | None = None) -> tuple[int, int]:
+    """``check`` for functions that write into their arguments: fresh arguments per run, and the
+    arguments after the call compared too (the write must reach the caller, as in eager)."""
+    eager_args = make_args()
+    expected = outcome(fn, eager_args)
+    args = make_args()
+    graphs, breaks, (got,) = graphlift_counts(fn, [args])
     assert_same_numpy(expected, got)
-    torch.testing.assert_close(x, y)  # the write reached the tensor, as in eager
+    assert_same_numpy(eager_args, args, "arguments after the call")
+    reference = torch_compile_counts(fn, [make_args()])[:2]
+    assert reference == (tc or (graphs, breaks)), reference
+    return graphs, breaks
 
 
-def test_numpy_of_a_tensor_that_requires_grad_raises_as_eager():
-    x = m23().requires_grad_()
-    with pytest.raises(RuntimeError) as eager:
-        view_of_input(x)
-    with pytest.raises(RuntimeError) as compiled:
-        graphlift.compile(view_of_input)(x)
-    assert str(compiled.value) == str(eager.value)
+@pytest.mark.parametrize("fn", [add_in_place, multiply_a_view, assign_item, assign_masked,
+                                ufunc_out, scalar_in_place])
+def test_writes_into_an_array_of_a_tensor_are_one_graph_and_reach_the_tensor(fn):
+    assert check_writes(fn, lambda: (m23(),)) == (1, 0)
+
+
+def test_writes_into_an_argument_array_reach_the_callers_array():
+    assert check_writes(argument_array_in_place, lambda: (np.arange(4.),)) == (1, 0)
+    array = np.arange(4.)
+    _, returned = graphlift.compile(argument_array_in_place)(array)
+    assert returned is array and array[0] == 7.0
+
+
+def test_a_write_numpy_refuses_runs_eagerly_and_raises_numpys_error():
+    # torch.compile raises its own TorchRuntimeError while compiling (no graph, no break).
+    graphs, breaks = check_writes(int_array_plus_float, lambda: (torch.arange(6),), tc=(0, 0))
+    assert breaks == 1
+    with pytest.raises(np._core._exceptions._UFuncOutputCastingError):
+        graphlift.compile(int_array_plus_float)(torch.arange(6))
+
+
+def tensor_times_array(x):
+    return x * np.ones(3, dtype=np.int64) + 1
+
+
+def array_plus_tensor(x):
+    return np.ones(3) + x
+
+
+@pytest.mark.parametrize("fn", [tensor_times_array, array_plus_tensor])
+def test_an_array_and_a_tensor_in_one_operator_run_eagerly(fn):
+    """Eager computes ``x * a`` with NumPy's ufunc and wraps the result in a Tensor (int64 array
+    * float32 tensor is float64 there), and ``a + x`` raises TypeError; torch.compile traces
+    both as torch operations (one graph, a float32 tensor, and a result where eager raises)."""
+    check(fn, [(torch.ones(2, 3),)], tc=(1, 0))
