@@ -16,6 +16,7 @@ import pytest
 import torch
 import torch._dynamo
 import torch._dynamo.testing
+import torch.utils._pytree as pytree
 from corpus.harness import assert_same
 
 import graphlift
@@ -364,3 +365,142 @@ def test_a_float_read_by_a_resume_function_becomes_an_input_not_a_guard(fn, grap
                                                  or n.target == "item" for n in g.graph.nodes)]
     assert resumed, "the changing float reaches a graph as an input"
     capsys.readouterr()
+
+
+# -- torch._check's message, exception type and variants ---------------------------------------
+def check_with_constant_message(x):
+    n = x.sum().int().item()
+    torch._check(n < 10, lambda: "n is too big")
+    return x + n
+
+
+def check_with_string_message(x):
+    n = x.sum().int().item()
+    torch._check(n < 10, "n is too big")  # eager: TypeError when the check fails
+    return x + n
+
+
+def check_with_value_error(x):
+    n = x.sum().int().item()
+    torch._check_with(ValueError, n < 10, lambda: "n is too big")
+    return x + n
+
+
+def check_value(x):
+    n = x.sum().int().item()
+    torch._check_value(n < 10)
+    return x + n
+
+
+def check_without_message(x):
+    n = x.sum().int().item()
+    torch._check(n < 10, None)
+    return x + n
+
+
+def check_is_size_with_max(x):
+    n = x.sum().int().item()
+    torch._check_is_size(n, max=5)
+    return torch.ones(n)
+
+
+def check_message_of_a_local(x):
+    n = x.sum().int().item()
+    torch._check(n < 10, lambda: f"n is {n}")
+    return x + n
+
+
+def raised(fn: Callable, args: tuple) -> tuple[type, str] | None:
+    try:
+        fn(*args)
+    except Exception as error:
+        return type(error), str(error)
+    return None
+
+
+CHECK_CALLS = [(vec(1., 2.),), (vec(5., 6.),)]  # the second sums to 11: the check fails
+
+
+@pytest.mark.parametrize("fn, counts, tc", [
+    # torch.compile keeps these in one graph and raises "Runtime assertion failed for
+    # expression u0 <= 9" (RuntimeError), losing the message and the exception type: graphlift
+    # breaks at the check, and eager's check raises eager's error.
+    (check_with_constant_message, (2, 1), (1, 0)),
+    (check_with_value_error, (2, 1), (1, 0)),
+    (check_value, (2, 1), (1, 0)),
+    (check_with_string_message, (2, 1), (2, 1)),
+    # A closure over a value of the frame: torch.compile resumes after the check (2, 1);
+    # graphlift cannot make the lambda outside the frame and runs the frame eagerly.
+    (check_message_of_a_local, (0, 1), (2, 1)),
+])
+def test_a_check_with_a_message_raises_eagers_exception_and_message(fn, counts, tc):
+    expected = [raised(fn, args) for args in CHECK_CALLS]
+    graphs, breaks, _ = graphlift_counts(fn, CHECK_CALLS, **CAPTURE)
+    with graphlift.config.patch(**CAPTURE):
+        compiled = graphlift.compile(fn)
+        assert [raised(compiled, args) for args in CHECK_CALLS] == expected
+    assert expected[1] is not None and expected[0] is None
+    assert (graphs, breaks) == counts
+    assert torch_compile_counts(fn, CHECK_CALLS, **CAPTURE)[:2] == tc
+
+
+@pytest.mark.parametrize("fn, tc", [
+    (check_without_message, (2, 1)),  # torch.compile breaks on an explicit None message
+    (check_is_size_with_max, (1, 0)),
+])
+@pytest.mark.filterwarnings("ignore:_check_is_size will be removed:FutureWarning")
+def test_a_check_without_a_message_stays_an_assert_of_the_graph(fn, tc):
+    """The graph's assert raises RuntimeError, as eager's check does (its words differ:
+    "Runtime assertion failed for expression u0 <= 9")."""
+    expected = [outcome(fn, args) for args in CHECK_CALLS]
+    graphs, breaks, got = graphlift_counts(fn, CHECK_CALLS, **CAPTURE)
+    for e, g in zip(expected, got):
+        assert_same(e, g)
+    assert (graphs, breaks) == (1, 0)
+    assert torch_compile_counts(fn, CHECK_CALLS, **CAPTURE)[:2] == tc
+    with graphlift.config.patch(**CAPTURE):
+        error = raised(graphlift.compile(fn), CHECK_CALLS[1])
+    assert error[0] is RuntimeError and "Runtime assertion failed" in error[1]
+
+
+# -- strides of tensors with unbacked sizes ------------------------------------------------------
+def nonzero_and_its_strides(x):
+    y = torch.nonzero(x > 0)  # (u0, 2), column-major: strides (1, u0)
+    return y * 2, y.stride()
+
+
+def nonzero_flattened(x):
+    return torch.nonzero(x > 0).view(-1)  # a view eager allows only for 0 or 1 rows
+
+
+def masked_rows_by_stride(x):
+    y = x[x.sum(1) > 0]  # (u0, 3), strides (3, 1)
+    return y * y.stride(0), y.t().reshape(-1), y[:, 1:].contiguous()
+
+
+def rows_with(*counts: int) -> list[tuple]:
+    """3x3 inputs with ``count`` rows of positive sum (and positive entries)."""
+    calls = []
+    for count in counts:
+        x = -torch.ones(3, 3)
+        x[:count] = torch.arange(1., 3 * count + 1).reshape(count, 3)
+        calls.append((x,))
+    return calls
+
+
+@pytest.mark.parametrize("fn", [nonzero_and_its_strides, nonzero_flattened,
+                                masked_rows_by_stride])
+def test_strides_of_unbacked_sizes_match_eager_for_every_size(fn):
+    """Sizes 0 and 1 make strides degenerate (nonzero of one row has strides (1, 1)); the entry
+    compiled for one size must serve the others with eager's values and strides, or break."""
+    one_positive = -torch.ones(3, 3)
+    one_positive[1, 2] = 1.0  # nonzero: one row
+    calls = [*rows_with(2, 0, 1, 3), (one_positive,)]
+    check(fn, calls, **CAPTURE)
+    with graphlift.config.patch(**CAPTURE):
+        compiled = graphlift.compile(fn)
+        for args in calls:
+            expected, got = outcome(fn, args), outcome(compiled, args)
+            for e, g in zip(pytree.tree_leaves(expected), pytree.tree_leaves(got)):
+                if isinstance(e, torch.Tensor):
+                    assert e.stride() == g.stride() and e.shape == g.shape
