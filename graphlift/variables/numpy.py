@@ -36,7 +36,7 @@ from graphlift.sources import NumpyTensorSource, Source
 from graphlift.variables.base import VariableTracker, raise_real
 from graphlift.variables.constant import CONTAINER_WRAPPERS, ConstantVariable
 from graphlift.variables.containers import BaseListVariable, DictVariable, TupleVariable
-from graphlift.variables.symbolic import SliceVariable, specialize
+from graphlift.variables.symbolic import SliceVariable, concrete, specialize
 from graphlift.variables.tensor import (
     ARRAY_METHODS,
     ARRAY_TORCH_FUNCTIONS,
@@ -233,7 +233,16 @@ ARRAY_CONSTANT_ATTRS = {
     "dtype": lambda a, fake: a.dtype,
     "itemsize": lambda a, fake: fake.element_size(),
     "nbytes": lambda a, fake: fake.numel() * fake.element_size(),
+    "strides": lambda a, fake: tuple(_static(s) * fake.element_size() for s in fake.stride()),
 }
+
+
+def _static(value: Any) -> int:
+    """A stride as an int; a symbolic one (a dynamic size's) is not folded."""
+    value = concrete(value)
+    if not isinstance(value, int):
+        raise Unsupported("ndarray.strides of an array with dynamic strides")
+    return value
 
 
 class NumpyMethodVariable(VariableTracker):
@@ -248,8 +257,7 @@ class NumpyMethodVariable(VariableTracker):
 
     def call(self, tx, args, kwargs):
         if self.name in INPLACE_METHODS:
-            raise Unsupported(f"ndarray.{self.name}() writes into the array (memory shared with "
-                              "a tensor)", break_type="side_effect")
+            return self._write(tx, args, kwargs)
         if self.name in ("item", "tolist"):
             raise Unsupported(f"ndarray.{self.name}() reads the array into Python",
                               break_type="data_dependent")
@@ -257,7 +265,22 @@ class NumpyMethodVariable(VariableTracker):
                           scalar=self.name not in ARRAY_RESULTS)
 
 
-INPLACE_METHODS = frozenset({"fill", "sort", "resize", "put", "itemset", "setfield", "partition"})
+    def _write(self, tx, args, kwargs) -> VariableTracker:
+        """``a.fill(0)``, ``a.sort()``: torch._numpy writes into the array's tensor (see
+        ``_in_place``); the method returns None."""
+        if INPLACE_METHODS[self.name] is None or self.array.scalar:
+            raise Unsupported(f"ndarray.{self.name}() writes into the array and is not traced",
+                              break_type="side_effect")
+        call_numpy(tx, self.name, self.name, [self.array, *args], kwargs, scalar=False)
+        return ConstantVariable(None)
+
+
+# ndarray methods that write into the array: traced through torch._numpy's, or (None) breaks.
+INPLACE_METHODS = {
+    "fill": "fill", "sort": "sort", "put": "put",
+    "resize": None,  # NumPy refuses it on an array that does not own its data (a tensor's)
+    "itemset": None, "setfield": None, "partition": None,  # torch._numpy lacks them
+}
 
 
 class NumpyFunctionVariable(VariableTracker):
