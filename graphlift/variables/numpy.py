@@ -12,11 +12,15 @@ that NumPy gives as a scalar (``a.sum()``, ``a[0, 1]``, ufuncs and operators) a 
 real NumPy objects.
 
 ``config.trace_numpy`` (on by default) switches this off: NumPy calls are then graph breaks.
+Writes into arrays (``a += 1``, ``a[mask] = 0``, ``np.add(a, b, out=a)``, ``a.sort()``) are
+traced too: torch._numpy writes into the array's tensor, which is the memory of the tensor the
+array was made from, or of the argument array (fed to the graph by ``torch.from_numpy``), so the
+caller sees the write as in eager. ``np.fft`` is traced where torch._numpy gives NumPy's dtypes
+(double precision and integer input; NumPy 2 keeps single precision, torch._numpy does not).
 Not traced (graph breaks): ``np.random`` (NumPy's own random stream, which a graph cannot
-advance), ``np.fft`` (NumPy's dtypes differ from torch._numpy's there), NumPy functions that
-``torch._numpy`` lacks, in-place operators and item assignment on arrays (an array made with
-``t.numpy()`` shares the tensor's memory), an array and a tensor mixed in one operator, and
-ndarrays passed into the frame as arguments (so also arrays alive at a graph break).
+advance), ``np.fft`` of single precision and ``fftfreq``, NumPy functions that ``torch._numpy``
+lacks, an array and a tensor mixed in one operator (eager runs NumPy's ufunc and wraps the
+result in a Tensor, or raises TypeError), and arrays of dtypes torch lacks.
 """
 
 from __future__ import annotations
