@@ -240,6 +240,16 @@ def test_iinfo_and_finfo_of_an_array_dtype_fold_to_numpy_scalars():
     assert check(float_limits, [(m23(),)], tc=(0, 1)) == (1, 0)
 
 
+def numpy_scalars_in_tensor_ops(x):
+    eps = np.finfo(np.float32).eps
+    return x * np.float64(2.0) + eps, torch.tensor(np.float64(1.5)), torch.full((2,), eps), eps
+
+
+def test_numpy_scalar_constants_in_tensor_operations():
+    # A node's NumPy scalar argument is written as np.float64(2.0) in the graph's code.
+    check(numpy_scalars_in_tensor_ops, [(m23(),)])
+
+
 # -- writes into arrays ------------------------------------------------------------------------
 def add_in_place(x):
     a = x.numpy()

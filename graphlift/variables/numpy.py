@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 import torch._numpy as tnp
+import torch.fx.graph
 import torch.utils._pytree as pytree
 
 from graphlift import trace_rules
@@ -161,6 +162,10 @@ def _register() -> None:
 
 
 _register()
+
+# A NumPy scalar constant in a graph node (x * np.float32(2.0)) is written by its repr,
+# "np.float32(2.0)": the graph's code gets ``np`` as one of FX's builtins.
+torch.fx.graph._register_custom_builtin("np", "import numpy as np", np)
 
 # NumPy scalars read from folded objects (np.finfo(a.dtype).eps, np.iinfo(...).max of a
 # np.int64) are constants, as the scalars np.float32(2.0) folds to.
