@@ -291,6 +291,14 @@ def sort_fill_put(x):
     return a.sum()
 
 
+def shift_right(x):
+    a = x.numpy()
+    a[1:] = a[:-1]  # overlapping: NumPy reads the operand as it was before the write
+    a += a[::-1]
+    np.add(a[:-1], a[1:], out=a[1:])
+    return a
+
+
 def argument_array_in_place(a):
     a += 1
     a[0] = 7.0
@@ -326,7 +334,7 @@ def check_writes(fn: Callable, make_args: Callable[[], tuple],
 
 
 @pytest.mark.parametrize("fn", [add_in_place, multiply_a_view, assign_item, assign_masked,
-                                ufunc_out, scalar_in_place, sort_fill_put])
+                                ufunc_out, scalar_in_place, sort_fill_put, shift_right])
 def test_writes_into_an_array_of_a_tensor_are_one_graph_and_reach_the_tensor(fn):
     assert check_writes(fn, lambda: (m23_shuffled(),)) == (1, 0)
 

@@ -37,6 +37,7 @@ import torch.utils._pytree as pytree
 from graphlift import trace_rules
 from graphlift.config import config
 from graphlift.exc import Unsupported
+from graphlift.output_graph import storage_ref
 from graphlift.sources import NumpyTensorSource, Source
 from graphlift.variables.base import VariableTracker, raise_real
 from graphlift.variables.constant import CONTAINER_WRAPPERS, ConstantVariable
@@ -428,8 +429,19 @@ def _in_place(tx: InstructionTranslator, op: Any, values: list[VariableTracker])
         if op is operator.setitem:
             raise Unsupported("item assignment on a NumPy scalar (eager raises TypeError)")
         return numpy_operator(tx, INPLACE_OPERATORS[op], values)  # a new scalar
+    values = [target, *(_copy_if_shared(tx, v, target) for v in values[1:])]
     call_numpy(tx, op, op.__name__, values, {}, scalar=False)
     return target
+
+
+def _copy_if_shared(tx: InstructionTranslator, value: VariableTracker,
+                    target: NumpyArrayVariable) -> VariableTracker:
+    """An operand over the written array's memory (``a[1:] = a[:-1]``) as a copy: NumPy reads
+    overlapping operands as they were before the write, torch's copy refuses them."""
+    if isinstance(value, NumpyArrayVariable) and \
+            storage_ref(value.tensor.fake) == storage_ref(target.tensor.fake):
+        return NumpyArrayVariable(call_torch(tx, "call_method", "clone", [value.tensor], {}))
+    return value
 
 
 # In-place operators and the operator NumPy scalars (immutable) use for them instead.
