@@ -168,12 +168,13 @@ class OutputCodegen:
 
     def on_graph_error(self, grad_mode: bool | None, autocast_devices: tuple[str, ...],
                        writes: ErrorReplay, values: list[VariableTracker],
-                       checkpoints: dict[str, int]) -> tuple[list[str], list[str]]:
+                       checkpoints: dict[str, int], graph_id: int) -> tuple[list[str], list[str]]:
         """(before the graph, when it raises): what puts global state back when the graph
         raises, as leaving the with blocks would; then the ledger's ``writes`` that eager made
         before the operation that raised (see :class:`ErrorPathCodegen`; ``values``: its graph
         values). ``grad_mode``: the mode to leave the frame in, or None where the graph cannot
-        have changed it. ``checkpoints``: each node's ledger checkpoint, by node name."""
+        have changed it. ``checkpoints``: each node's ledger checkpoint, by node name;
+        ``graph_id``: ``id()`` of the traced graph, as FX's provenance records name it."""
         before: list[str] = []
         restore: list[str] = []
         if grad_mode is not None:
@@ -187,7 +188,7 @@ class OutputCodegen:
         names = tuple(value.node.name for value in values)
         progress = (f"__gl_c, __gl_v = {self.constant(graph_progress)}(__gl_e, __gl_graph, "
                     f"{self.constant(checkpoints)}, {self.constant(names)}, "
-                    f"{self.constant(tuple(writes.needs))}, {writes.last})")
+                    f"{self.constant(tuple(writes.needs))}, {writes.last}, {graph_id})")
         return before, [*restore, progress, *writes.lines("__gl_c")]
 
     def build(self, params: tuple[str, ...], tail: list[str], graph: Callable | None,
@@ -253,8 +254,8 @@ class ErrorPathCodegen(OutputCodegen):
 
 
 def graph_progress(error: BaseException, graph: Callable, checkpoints: dict[str, int],
-                   names: tuple[str, ...], needs: tuple[tuple[int, ...], ...],
-                   last: int) -> tuple[int, list[Any]]:
+                   names: tuple[str, ...], needs: tuple[tuple[int, ...], ...], last: int,
+                   graph_id: int) -> tuple[int, list[Any]]:
     """Called by a run function whose graph raised: how far the graph got.
 
     Returns the ledger checkpoint of the node that raised (eager Python had made that
@@ -264,13 +265,14 @@ def graph_progress(error: BaseException, graph: Callable, checkpoints: dict[str,
     map from generated lines to nodes). Where the backend runs the FX module itself
     (``eager``, a counting backend), that frame is the graph's own: checkpoint and values are
     exact. Where the backend retraced the graph into a module of its own (``aot_eager``), its
-    node names the node it was made from (FX's ``from_node``), and no value is known. Where no
+    node names the node it was made from (FX's ``from_node`` provenance, which names the graph
+    by ``graph_id``: ``id()`` of the traced graph), and no value is known. Where no
     FX frame ran (``inductor``'s generated code), the checkpoint is 0: the writes made before
     the first operation. A checkpoint whose writes read an unknown value is lowered to the
     one before it.
     """
     module = getattr(graph, "__self__", graph)
-    reached, frame = _raising_node(error, module, checkpoints)
+    reached, frame = _raising_node(error, module, checkpoints, graph_id)
     reached = min(reached, last)
     here = frame.f_locals if frame is not None else {}
     values = [here.get(name) for name in names]
@@ -280,8 +282,8 @@ def graph_progress(error: BaseException, graph: Callable, checkpoints: dict[str,
     return reached, values
 
 
-def _raising_node(error: BaseException, module: object,
-                  checkpoints: dict[str, int]) -> tuple[int, types.FrameType | None]:
+def _raising_node(error: BaseException, module: object, checkpoints: dict[str, int],
+                  graph_id: int) -> tuple[int, types.FrameType | None]:
     """(checkpoint of the node that raised, the frame when it is the graph's own)."""
     tb = error.__traceback__
     while tb is not None:
@@ -295,7 +297,7 @@ def _raising_node(error: BaseException, module: object,
                     return 0, None
                 if owner is module:
                     return checkpoints.get(node.name, 0), tb.tb_frame
-                return _made_from(node, checkpoints), None
+                return _made_from(node, checkpoints, graph_id), None
         tb = tb.tb_next
     return 0, None
 
@@ -307,11 +309,15 @@ def _node_at(module: torch.fx.GraphModule, line: int) -> torch.fx.Node | None:
     return nodes[index] if index is not None and index < len(nodes) else None
 
 
-def _made_from(node: torch.fx.Node, checkpoints: dict[str, int]) -> int:
-    """The checkpoint of the graph's node that a backend's node was made from (0: unknown)."""
-    for origin in node.meta.get("from_node") or ():
-        if getattr(origin, "name", None) in checkpoints:
+def _made_from(node: torch.fx.Node, checkpoints: dict[str, int], graph_id: int) -> int:
+    """The checkpoint of the graph's node that a backend's node was made from, through any
+    number of passes (AOTAutograd's joint graph, then its forward graph); 0: unknown."""
+    origins = list(node.meta.get("from_node") or ())
+    while origins:
+        origin = origins.pop(0)
+        if getattr(origin, "graph_id", None) == graph_id and origin.name in checkpoints:
             return checkpoints[origin.name]
+        origins.extend(getattr(origin, "from_node", None) or ())
     return 0
 
 

@@ -331,7 +331,8 @@ class _Attempt:
                      entered)
         grad_mode = leave if output.switches_grad_mode() or leave != entered else None
         return codegen.on_graph_error(grad_mode, output.autocast_devices(), writes,
-                                      error_path.values, output.node_checkpoints())
+                                      error_path.values, output.node_checkpoints(),
+                                      id(output.graph))
 
 
 def _record_break(fn: types.FunctionType, state: ExtraState, error: Unsupported) -> None:

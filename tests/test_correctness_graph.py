@@ -12,6 +12,7 @@ PYTEST_DONT_REWRITE: the bytecode of the cases must be what the user wrote.
 from __future__ import annotations
 
 import contextlib
+import logging
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -385,7 +386,7 @@ def test_item10_writes_before_the_raising_op_are_applied(fn, make, dynamo_leaves
     counter = graphlift.testing.CompileCounterWithBackend(backend)
     compiled = graphlift.compile(fn, backend=counter)
     for x in (torch.full((2, 2), 5.0), torch.tensor([[-1.0, 5.0], [5.0, 5.0]])):
-        make_args = lambda i: (x.clone(), *make(i)[1:])  # noqa: E731
+        make_args = lambda i, x=x: (x.clone(), *make(i)[1:])  # noqa: E731
         eager, eager_global = _run_all(fn, make_args(0))
         got, got_global = _run_all(compiled, make_args(0))
         if fn is _tensor_between and backend == "aot_eager" and eager.error is not None:
@@ -411,12 +412,80 @@ def test_item10_the_checkpoint_applied_is_where_the_graph_raised(backend, capsys
     """One entry, three places to raise: each call applies the writes eager made up to there."""
     compiled = graphlift.compile(_two_failure_points, backend=backend)
     for value in (5.0, 1.5, 0.5, -1.0):  # succeeds; raises at the third, second, first op
-        make = lambda: (torch.full((2,), value), Box(), [])  # noqa: E731
+        make = lambda value=value: (torch.full((2,), value), Box(), [])  # noqa: E731
         eager = outcome(_two_failure_points, *make())
         got = outcome(compiled, *make())
         assert (eager.error is None) == (value == 5.0)
         assert_same_outcome(eager, got)
     assert graphlift.stats(compiled).compiles == 1
+
+
+LOG10 = logging.getLogger("graphlift_test.item10")
+
+
+def _logs_between(x):
+    LOG10.warning("before the first op")
+    h = x + 1
+    LOG10.warning("between the ops")
+    y = _neg(h - 3)
+    LOG10.warning("after the raising op")
+    return y
+
+
+def test_item10_a_logging_call_before_the_raising_op_is_made(caplog):
+    """A logging call runs after the graph (its arguments are constants); when the graph
+    raises, the calls eager made before the raising op are made, in order, and no other."""
+    compiled = graphlift.compile(_logs_between)
+    for x in (torch.ones(2), -torch.ones(2)):
+        messages = []
+        for run in (_logs_between, compiled):
+            caplog.clear()
+            with caplog.at_level(logging.WARNING, logger=LOG10.name):
+                result = outcome(run, x)
+            messages.append(([r.getMessage() for r in caplog.records
+                              if r.name == LOG10.name], type(result.error)))
+        assert messages[0] == messages[1]
+    assert messages[0] == (["before the first op", "between the ops"], ValueError)
+    stats = graphlift.stats(compiled)
+    assert (stats.compiles, stats.graphs, stats.graph_breaks) == (1, 1, 0)  # deferred, not a break
+
+
+LOOKUPS = [([0, 1], [1]), ([0, 1], [5]), ([7, 1], [1])]  # succeeds, 2nd op raises, 1st does
+
+
+def _two_lookups(x, i, j, box):
+    a = torch.index_select(x, 0, i)  # raises when an index is out of range
+    box.count = 1
+    b = torch.index_select(a, 0, j)
+    box.count = 2
+    return b
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_item10_a_training_graph_applies_the_checkpoint_too(backend, capsys):
+    """With an input that requires grad, AOTAutograd's forward graph is made from its joint
+    graph, made from ours: the raising node is found through both."""
+    compiled = graphlift.compile(_two_lookups, backend=backend)
+    for i, j in LOOKUPS:
+        make = lambda i=i, j=j: (t(3, 2).requires_grad_(), torch.tensor(i),  # noqa: E731
+                                 torch.tensor(j), Box())
+        assert_same_outcome(outcome(_two_lookups, *make()), outcome(compiled, *make()))
+    assert graphlift.stats(compiled).compiles == 1
+
+
+def test_item10_a_saved_entry_applies_the_checkpoint_too(tmp_path, capsys):
+    """Warm start: a run function loaded from config.cache_dir finds the raising node in the
+    rebuilt graph (node names are kept) and applies the same writes."""
+    graphlift.config.cache_dir = str(tmp_path)
+    compiled = graphlift.compile(_two_lookups)
+    for k, (i, j) in enumerate(LOOKUPS):
+        if k == 1:
+            graphlift.reset()  # a new process, as far as the cache knows
+        make = lambda i=i, j=j: (t(3, 2), torch.tensor(i), torch.tensor(j), Box())  # noqa: E731
+        eager = outcome(_two_lookups, *make())
+        assert (eager.error is None) == (k == 0)
+        assert_same_outcome(eager, outcome(compiled, *make()))
+    assert graphlift.stats(compiled).loaded == 1 and graphlift.stats(compiled).compiles == 0
 
 
 # -- 11: calls that write into a tensor are never folded away ---------------------------------
