@@ -40,7 +40,7 @@ from graphlift.exc import Unsupported
 from graphlift.sources import AttrSource, ItemSource, Source
 
 if TYPE_CHECKING:
-    from graphlift.codegen import OutputCodegen
+    from graphlift.codegen import ErrorPathCodegen, OutputCodegen
     from graphlift.variables.base import VariableTracker
 
 
@@ -103,9 +103,9 @@ class SideEffects:
         """The trace reaches an operation that may raise at run time: the index of the checkpoint
         that holds the ledger's state now, a new one if anything was written since the last.
         Nodes made after the trace (while the run function is written) get the last one."""
-        last = self.checkpoints[-1] if self.checkpoints else None
         if self._frozen:
             return len(self.checkpoints) - 1
+        last = self.checkpoints[-1] if self.checkpoints else None
         changed = [(c, copy.copy(c.items)) for c in self.mutated_containers
                    if not _same_items(self._items_then.get(id(c)), c.items)]
         if last is None or changed or last.stores != len(self.stores) or \
@@ -124,7 +124,7 @@ class SideEffects:
         calls = [_call_statement(call, codegen) for call in self.calls]
         return [*_writes(self.mutated_containers, self.stores, codegen), *calls]
 
-    def replay_on_error(self, codegen: OutputCodegen) -> ErrorReplay:
+    def replay_on_error(self, codegen: ErrorPathCodegen) -> ErrorReplay:
         """The writes of each checkpoint, for the run function to apply when the graph raises;
         ``codegen`` is the error path's (``codegen.ErrorPathCodegen``: a graph value it needs
         reads as ``__gl_v[j]``, from the raising graph's frame).
@@ -162,7 +162,7 @@ class SideEffects:
         return replay
 
     def _checkpoint_writes(self, index: int, previous: Checkpoint, point: Checkpoint,
-                           replay: ErrorReplay, codegen: OutputCodegen) -> bool:
+                           replay: ErrorReplay, codegen: ErrorPathCodegen) -> bool:
         """Add the writes made between ``previous`` and ``point`` to ``replay``; whether all of
         them could be written (see :meth:`replay_on_error`)."""
         complete = True
