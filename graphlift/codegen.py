@@ -12,6 +12,8 @@ so that a tensor argument returned as-is is the very same object, as in eager.
 
 At a graph break, :class:`BreakTail` writes the statements after the graph: the eager
 instruction, then the call of the resume function (:mod:`graphlift.resume` makes its code).
+When the graph raises, the run function puts global state back and applies the writes eager had
+made before the operation that raised (:class:`ErrorPathCodegen`, :func:`graph_progress`).
 """
 
 from __future__ import annotations

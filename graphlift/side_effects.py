@@ -26,6 +26,14 @@ applies exactly the writes of its checkpoint, with the values they had then
         if __gl_c >= 1:
             __gl_G['LAST'] = __gl_v[0]                       # a tensor the graph had computed
         raise
+
+Why this design: it costs nothing until a graph raises (the success path is the code it was, and
+a ``try`` is free). Ending the graph at each write interleaved with operations would tell how far
+it got on every backend, but costs a graph call per piece on every hit and gives the backend
+smaller graphs; rerunning the frame eagerly after a failure is wrong (in-place updates and
+prints have happened). The price: the raising node can be found only where an FX module runs
+(not in inductor's generated code, where the writes before the first operation are applied, as
+before; see the README's table).
 """
 
 from __future__ import annotations
