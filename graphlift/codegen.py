@@ -12,12 +12,15 @@ so that a tensor argument returned as-is is the very same object, as in eager.
 
 At a graph break, :class:`BreakTail` writes the statements after the graph: the eager
 instruction, then the call of the resume function (:mod:`graphlift.resume` makes its code).
+When the graph raises, the run function puts global state back and applies the writes eager had
+made before the operation that raised (:class:`ErrorPathCodegen`, :func:`graph_progress`).
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +30,7 @@ import torch
 from graphlift import bytecode
 from graphlift.exc import Unsupported
 from graphlift.resume import ResumeKey, local_cells
+from graphlift.side_effects import ErrorReplay, SideEffects
 from graphlift.sources import FN_NAME, Source
 from graphlift.trace_rules import DISABLED, TORCH_DISABLED, TORCH_DISALLOWED
 from graphlift.variables.base import NullVariable, VariableTracker
@@ -164,19 +168,15 @@ class OutputCodegen:
         function = fn.reconstruct(self)
         return f"{self.constant(self.wrappers.function)}({function}, {self.constant(options)})"
 
-    def fork(self) -> OutputCodegen:
-        """A codegen for another path of the run function (the one taken when the graph
-        raises): the same namespace, temporaries of its own, and no graph outputs to use."""
-        other = OutputCodegen(self.wrappers)
-        other.namespace = self.namespace
-        return other
-
     def on_graph_error(self, grad_mode: bool | None, autocast_devices: tuple[str, ...],
-                       writes: list[str]) -> tuple[list[str], list[str]]:
+                       writes: ErrorReplay, values: list[VariableTracker],
+                       checkpoints: dict[str, int], graph_id: int) -> tuple[list[str], list[str]]:
         """(before the graph, when it raises): what puts global state back when the graph
-        raises, as leaving the with blocks would; then ``writes`` (see
-        ``SideEffects.replay_before_ops``). ``grad_mode``: the mode to leave the frame in, or
-        None where the graph cannot have changed it."""
+        raises, as leaving the with blocks would; then the ledger's ``writes`` that eager made
+        before the operation that raised (see :class:`ErrorPathCodegen`; ``values``: its graph
+        values). ``grad_mode``: the mode to leave the frame in, or None where the graph cannot
+        have changed it. ``checkpoints``: each node's ledger checkpoint, by node name;
+        ``graph_id``: ``id()`` of the traced graph, as FX's provenance records name it."""
         before: list[str] = []
         restore: list[str] = []
         if grad_mode is not None:
@@ -185,7 +185,13 @@ class OutputCodegen:
             before.append(f"__gl_autocast = {self.constant(AutocastState)}"
                           f"({self.constant(autocast_devices)})")
             restore.append("__gl_autocast.restore()")
-        return before, [*restore, *writes]
+        if writes.last < 1:  # at most the writes made before the first operation
+            return before, [*restore, *writes.lines(None)]
+        names = tuple(value.node.name for value in values)
+        progress = (f"__gl_c, __gl_v = {self.constant(graph_progress)}(__gl_e, __gl_graph, "
+                    f"{self.constant(checkpoints)}, {self.constant(names)}, "
+                    f"{self.constant(tuple(writes.needs))}, {writes.last}, {graph_id})")
+        return before, [*restore, progress, *writes.lines("__gl_c")]
 
     def build(self, params: tuple[str, ...], tail: list[str], graph: Callable | None,
               input_sources: list[Source],
@@ -200,7 +206,7 @@ class OutputCodegen:
             before, restore = on_error
             lines.extend(f"    {statement}" for statement in before)
             if restore:
-                lines += ["    try:", f"        {call}", "    except BaseException:",
+                lines += ["    try:", f"        {call}", "    except BaseException as __gl_e:",
                           *(f"        {statement}" for statement in restore), "        raise"]
             else:
                 lines.append(f"    {call}")
@@ -208,6 +214,113 @@ class OutputCodegen:
         source = "\n".join(lines) + "\n"
         exec(compile(source, "<graphlift run>", "exec"), self.namespace)  # noqa: S102
         return self.namespace["__gl_run"], source
+
+
+class ErrorPathCodegen(OutputCodegen):
+    """Writes the run function's path taken when the graph raises: the ledger's writes that
+    eager made before the operation that raised (``SideEffects.replay_on_error``).
+
+    It shares the main path's namespace and has temporaries of its own. A graph value that a
+    write needs (a tensor the graph computed before the failing operation) reads as
+    ``__gl_v[j]``: :func:`graph_progress` takes it from the raising graph's frame, where FX's
+    generated ``forward`` holds it in a local named like its node. Each such value becomes a
+    graph output too, so that FX keeps it in that local until the graph returns (FX clears a
+    value after its last use otherwise).
+    """
+
+    def __init__(self, main: OutputCodegen) -> None:
+        super().__init__(main.wrappers)
+        self.namespace = main.namespace
+        self.main = main
+        self.values: list[VariableTracker] = []  # __gl_v[j] is values[j], in the raising graph
+        self._used: set[int] = set()
+
+    def graph_output(self, tensor: VariableTracker) -> str:
+        index = next((i for i, v in enumerate(self.values) if v is tensor), len(self.values))
+        if index == len(self.values):
+            self.values.append(tensor)
+        self._used.add(index)
+        return f"__gl_v[{index}]"
+
+    def take_used(self) -> tuple[int, ...]:
+        """The graph values read since the last call."""
+        used, self._used = tuple(sorted(self._used)), set()
+        return used
+
+    def replay_on_error(self, ledger: SideEffects) -> ErrorReplay:
+        """The ledger's error path; the values its reachable checkpoints read become outputs."""
+        writes = ledger.replay_on_error(self)
+        for index in sorted({j for needs in writes.needs for j in needs}):
+            self.main.graph_output(self.values[index])
+        return writes
+
+
+def graph_progress(error: BaseException, graph: Callable, checkpoints: dict[str, int],
+                   names: tuple[str, ...], needs: tuple[tuple[int, ...], ...], last: int,
+                   graph_id: int) -> tuple[int, list[Any]]:
+    """Called by a run function whose graph raised: how far the graph got.
+
+    Returns the ledger checkpoint of the node that raised (eager Python had made that
+    checkpoint's writes and no later one's), at most ``last``, and the graph values ``names``
+    as the graph's frame holds them (None where unknown). The node comes from the traceback:
+    the outermost frame of an FX ``forward`` under the run function, at its line (FX keeps a
+    map from generated lines to nodes). Where the backend runs the FX module itself
+    (``eager``, a counting backend), that frame is the graph's own: checkpoint and values are
+    exact. Where the backend retraced the graph into a module of its own (``aot_eager``), its
+    node names the node it was made from (FX's ``from_node`` provenance, which names the graph
+    by ``graph_id``: ``id()`` of the traced graph), and no value is known. Where no
+    FX frame ran (``inductor``'s generated code), the checkpoint is 0: the writes made before
+    the first operation. A checkpoint whose writes read an unknown value is lowered to the
+    one before it.
+    """
+    module = getattr(graph, "__self__", graph)
+    reached, frame = _raising_node(error, module, checkpoints, graph_id)
+    reached = min(reached, last)
+    here = frame.f_locals if frame is not None else {}
+    values = [here.get(name) for name in names]
+    for k in range(1, reached + 1):
+        if any(values[j] is None for j in needs[k]):
+            return k - 1, values
+    return reached, values
+
+
+def _raising_node(error: BaseException, module: object, checkpoints: dict[str, int],
+                  graph_id: int) -> tuple[int, types.FrameType | None]:
+    """(checkpoint of the node that raised, the frame when it is the graph's own)."""
+    tb = error.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name == "forward" and code.co_varnames[:1] == ("self",):
+            owner = tb.tb_frame.f_locals.get("self")
+            if isinstance(owner, torch.fx.GraphModule) and \
+                    getattr(type(owner).forward, "__code__", None) is code:
+                node = _node_at(owner, tb.tb_lineno - code.co_firstlineno)
+                if node is None:
+                    return 0, None
+                if owner is module:
+                    return checkpoints.get(node.name, 0), tb.tb_frame
+                return _made_from(node, checkpoints, graph_id), None
+        tb = tb.tb_next
+    return 0, None
+
+
+def _node_at(module: torch.fx.GraphModule, line: int) -> torch.fx.Node | None:
+    """The node whose code is at ``line`` of the module's generated ``forward``."""
+    index = (getattr(module, "_lineno_map", None) or {}).get(line)
+    nodes = list(module.graph.nodes)
+    return nodes[index] if index is not None and index < len(nodes) else None
+
+
+def _made_from(node: torch.fx.Node, checkpoints: dict[str, int], graph_id: int) -> int:
+    """The checkpoint of the graph's node that a backend's node was made from, through any
+    number of passes (AOTAutograd's joint graph, then its forward graph); 0: unknown."""
+    origins = list(node.meta.get("from_node") or ())
+    while origins:
+        origin = origins.pop(0)
+        if getattr(origin, "graph_id", None) == graph_id and origin.name in checkpoints:
+            return checkpoints[origin.name]
+        origins.extend(getattr(origin, "from_node", None) or ())
+    return 0
 
 
 class AutocastState:

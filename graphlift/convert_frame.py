@@ -23,7 +23,7 @@ import torch
 from graphlift import bytecode, compiler_collectives, eager_callees, logs, progress
 from graphlift.backends import keeps_floats_dynamic
 from graphlift.cache import CacheEntry, ExtraState
-from graphlift.codegen import BreakTail, FrameWrappers, OutputCodegen
+from graphlift.codegen import BreakTail, ErrorPathCodegen, FrameWrappers, OutputCodegen
 from graphlift.config import config
 from graphlift.dynamic_shapes import ShapePolicy, install_shape_guards
 from graphlift.exc import (
@@ -37,6 +37,7 @@ from graphlift.graph_break import GraphBreak, report
 from graphlift.guards import CompiledGuards, GuardBuilder
 from graphlift.output_graph import OutputGraph
 from graphlift.resume import CO_GENERATOR_LIKE, GradModeExit, resumable_break
+from graphlift.side_effects import ErrorReplay
 from graphlift.sources import FN_NAME, GLOBALS_NAME
 from graphlift.translator import InstructionTranslator
 
@@ -256,6 +257,7 @@ class _Attempt:
             tracer = InstructionTranslator(fn, dict(zip(signature.arg_names, self.args[2:])),
                                            output, guards, break_at)
             result = tracer.run()
+            output.side_effects.freeze()  # nodes that code generation adds are not the program's
             if tracer.break_state is None:
                 value = result.reconstruct(codegen)
                 # Read before the ledger writes back (it may be an old value), if there is one.
@@ -263,7 +265,8 @@ class _Attempt:
             else:
                 tail = BreakTail(tracer, codegen, state, self.options).statements()
             replay = output.side_effects.replay(codegen)
-            early_writes = output.side_effects.replay_before_ops(codegen.fork())
+            error_path = ErrorPathCodegen(codegen)
+            error_writes = error_path.replay_on_error(output.side_effects)
         except Unsupported:
             self._agree(policy)  # before the retry that stops at the break
             raise
@@ -303,7 +306,8 @@ class _Attempt:
         progress.phase("codegen")
         run, run_source = codegen.build(signature.params, body, graph_callable,
                                         [graph_input.source for graph_input in output.inputs],
-                                        self._on_graph_error(output, codegen, early_writes))
+                                        self._on_graph_error(output, codegen, error_path,
+                                                             error_writes))
         # At the user's line of the break (or of the return): a traceback through the entry
         # shows that line where eager shows it, and a recursion's repeated lines fold.
         last = tracer.break_state.inst if tracer.break_state is not None else tracer.inst
@@ -316,16 +320,19 @@ class _Attempt:
 
 
     def _on_graph_error(self, output: OutputGraph, codegen: OutputCodegen,
-                        early_writes: list[str]) -> tuple[list[str], list[str]]:
+                        error_path: ErrorPathCodegen,
+                        writes: ErrorReplay) -> tuple[list[str], list[str]]:
         """What the run function does when the graph raises: leave grad mode and autocast as
-        the frame's with blocks would, and apply the writes eager made before the first tensor
-        operation. The mode to leave: the one from before the outermost grad-mode block the
+        the frame's with blocks would, and apply the writes eager made before the operation
+        that raised. The mode to leave: the one from before the outermost grad-mode block the
         frame starts in (a resume function's GradModeExit), else the mode it was entered in."""
         entered = self.guards.initial_state[0]
         leave = next((a.previous for a in self.args[2:] if isinstance(a, GradModeExit)),
                      entered)
         grad_mode = leave if output.switches_grad_mode() or leave != entered else None
-        return codegen.on_graph_error(grad_mode, output.autocast_devices(), early_writes)
+        return codegen.on_graph_error(grad_mode, output.autocast_devices(), writes,
+                                      error_path.values, output.node_checkpoints(),
+                                      id(output.graph))
 
 
 def _record_break(fn: types.FunctionType, state: ExtraState, error: Unsupported) -> None:

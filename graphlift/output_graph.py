@@ -241,12 +241,22 @@ class OutputGraph:
     # -- nodes ---------------------------------------------------------------------------------
     def create_node(self, op: str, target: Any, args: tuple, kwargs: dict,
                     mutates: bool = False) -> torch.fx.Node:
-        if target not in STATE_SWITCHES:
-            self.side_effects.before_first_op()  # the first one that can raise
         node = self.graph.create_node(op, target, args, kwargs)
+        if target not in STATE_SWITCHES:  # an operation that can raise: what eager wrote by then
+            node.meta["ledger_checkpoint"] = self.side_effects.checkpoint()
         node.meta["mutates"] = mutates
         node.meta["stack_trace"] = stack_trace(self.tracers)  # printed in readable graphs
         return node
+
+    def node_checkpoints(self) -> dict[str, int]:
+        """Each node's side-effect ledger checkpoint, by node name (see
+        ``SideEffects.checkpoint``). A node the trace did not make as an operation (a
+        placeholder, a grad-mode switch, a runtime assert) has the one of the node before it."""
+        checkpoints, current = {}, 0
+        for node in self.graph.nodes:
+            current = node.meta.get("ledger_checkpoint", current)
+            checkpoints[node.name] = current
+        return checkpoints
 
     def switches_grad_mode(self) -> bool:
         """Whether the graph changes grad mode (a with block in it)."""

@@ -11,23 +11,44 @@ function replays the final state after the graph has run, in the order the store
     __gl_G['STEP'] = 5                    # a global store
     __gl_G['logger'].warning('slow')      # a logging call, replayed after the writes
 
-Writes made before the trace's first tensor operation have happened in eager Python even when
-that operation (or a later one) raises, so the run function also applies those, as they stood
-then, when the graph raises (:meth:`SideEffects.replay_before_ops`).
+When an operation of the graph raises at run time, eager Python had made the writes that come
+before that operation in program order, and none after it. The ledger keeps a **checkpoint** for
+each operation the trace reaches after a write (its state then: which stores and calls were made,
+each changed container's items), and tags the operation's node with it. When the graph raises,
+the run function finds the node that raised (:func:`graphlift.codegen.graph_progress`) and
+applies exactly the writes of its checkpoint, with the values they had then
+(:meth:`SideEffects.replay_on_error`)::
+
+    except BaseException as __gl_e:
+        __gl_c, __gl_v = __gl_k3(__gl_e, __gl_graph, ...)    # checkpoint 1: the second op raised
+        if __gl_c >= 0:
+            cfg.calls = 1                                    # made before the first op
+        if __gl_c >= 1:
+            __gl_G['LAST'] = __gl_v[0]                       # a tensor the graph had computed
+        raise
+
+Why this design: it costs nothing until a graph raises (the success path is the code it was, and
+a ``try`` is free). Ending the graph at each write interleaved with operations would tell how far
+it got on every backend, but costs a graph call per piece on every hit and gives the backend
+smaller graphs; rerunning the frame eagerly after a failure is wrong (in-place updates and
+prints have happened). The price: the raising node can be found only where an FX module runs
+(not in inductor's generated code, where the writes before the first operation are applied, as
+before; see the README's table).
 """
 
 from __future__ import annotations
 
 import copy
-import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import torch
 
 from graphlift.exc import Unsupported
 from graphlift.sources import AttrSource, ItemSource, Source
 
 if TYPE_CHECKING:
-    from graphlift.codegen import OutputCodegen
+    from graphlift.codegen import ErrorPathCodegen, OutputCodegen
     from graphlift.variables.base import VariableTracker
 
 
@@ -59,8 +80,9 @@ class SideEffects:
         self.stores: list[Store] = []
         self.calls: list[DeferredCall] = []
         self._pending: dict[Source, VariableTracker] = {}
-        # (container, its items then) and the number of stores, when the first op was traced.
-        self._before_ops: tuple[list[tuple[VariableTracker, Any]], int] | None = None
+        self.checkpoints: list[Checkpoint] = []
+        self._items_then: dict[int, Any] = {}  # id(container) -> its items at the last checkpoint
+        self._frozen = False
 
     def __bool__(self) -> bool:
         return bool(self.mutated_containers or self.stores or self.calls)
@@ -85,47 +107,177 @@ class SideEffects:
         """The value stored at ``target`` during this trace, if any."""
         return self._pending.get(target)
 
-    def before_first_op(self) -> None:
-        """The trace reaches its first tensor operation: remember the writes made until now."""
-        if self._before_ops is None:
-            self._before_ops = ([(c, copy.copy(c.items)) for c in self.mutated_containers],
-                                len(self.stores))
+    def checkpoint(self) -> int:
+        """The trace reaches an operation that may raise at run time: the index of the checkpoint
+        that holds the ledger's state now, a new one if anything was written since the last.
+        Nodes made after the trace (while the run function is written) get the last one."""
+        if self._frozen:
+            return len(self.checkpoints) - 1
+        last = self.checkpoints[-1] if self.checkpoints else None
+        changed = [(c, copy.copy(c.items)) for c in self.mutated_containers
+                   if not _same_items(self._items_then.get(id(c)), c.items)]
+        if last is None or changed or last.stores != len(self.stores) or \
+                last.calls != len(self.calls):
+            self.checkpoints.append(Checkpoint(changed, len(self.stores), len(self.calls)))
+            self._items_then.update((id(c), items) for c, items in changed)
+        return len(self.checkpoints) - 1
+
+    def freeze(self) -> None:
+        """The trace is over: no more checkpoints (see :meth:`checkpoint`)."""
+        self._frozen = True
 
     def replay(self, codegen: OutputCodegen) -> list[str]:
         """Statements that make real objects match the traced program's final state, then the
         deferred calls in order."""
-        calls = []
-        for call in self.calls:
-            arguments = [a.reconstruct(codegen) for a in call.args]
-            arguments += [f"{k}={v.reconstruct(codegen)}" for k, v in call.kwargs.items()]
-            calls.append(f"{call.obj.reconstruct(codegen)}.{call.method}({', '.join(arguments)})")
+        calls = [_call_statement(call, codegen) for call in self.calls]
         return [*_writes(self.mutated_containers, self.stores, codegen), *calls]
 
-    def replay_before_ops(self, codegen: OutputCodegen) -> list[str]:
-        """Statements that make real objects match the state before the first tensor operation,
-        for the run function to apply when the graph raises; ``codegen`` is a fork for that path.
+    def replay_on_error(self, codegen: ErrorPathCodegen) -> ErrorReplay:
+        """The writes of each checkpoint, for the run function to apply when the graph raises;
+        ``codegen`` is the error path's (``codegen.ErrorPathCodegen``: a graph value it needs
+        reads as ``__gl_v[j]``, from the raising graph's frame).
 
-        Only values that cannot have changed since are written: constants, and real objects
-        reached through a source (whose own changes are their own writes). Stores keep their
-        order, so they stop at the first other value. None at all when a value needs a graph
-        output, which the raising graph never gave.
+        A checkpoint is reachable when every value its writes store can be given as it was then:
+        a constant, a real object reached through a source (whose own changes are its own
+        writes), or a value the graph computed before (a tensor object, a symbolic number). A new
+        list or object built in the frame may have changed since, so a checkpoint that writes one
+        is not, nor any after it: a failure there applies the last reachable checkpoint. The
+        first checkpoint (before any operation) keeps what it can, as before: a container with
+        such a value is left as it was, its stores stop at the first such value, and then no
+        later checkpoint is reachable.
         """
-        if self._before_ops is None:
+        replay = ErrorReplay()
+        previous = Checkpoint([], 0, 0)
+        for index, point in enumerate(self.checkpoints[:MAX_CHECKPOINTS]):
+            start = len(codegen.statements)
+            try:
+                complete, failed = self._checkpoint_writes(index, previous, point, replay,
+                                                           codegen), False
+            except Unsupported:  # a value that cannot leave the frame: eager keeps it, we cannot
+                complete, failed = False, True
+            needs = codegen.take_used()
+            # Nothing at all where the first checkpoint fails or needs a graph value (no graph
+            # value exists before the first operation); a later one is dropped whole.
+            if failed or (needs and index == 0) or (not complete and index > 0):
+                del codegen.statements[start:]
+                replay.drop_from(index)
+                break
+            replay.reads.append(codegen.statements[start:])
+            replay.needs.append(needs)
+            if not complete:
+                break
+            previous = point
+        return replay
+
+    def _checkpoint_writes(self, index: int, previous: Checkpoint, point: Checkpoint,
+                           replay: ErrorReplay, codegen: ErrorPathCodegen) -> bool:
+        """Add the writes made between ``previous`` and ``point`` to ``replay``; whether all of
+        them could be written (see :meth:`replay_on_error`)."""
+        complete = True
+        for container, items in point.containers:
+            if not all(_writable(v) for v in (items.values() if isinstance(items, dict)
+                                              else items)):
+                complete = False
+                if index > 0:
+                    return False
+                continue
+            snapshot = copy.copy(container)  # the tracker as it was: its items then
+            snapshot.items = items
+            replay.containers.setdefault(id(container), []).append(
+                (index, _container_writes(snapshot, codegen)))
+        for store in self.stores[previous.stores:point.stores]:
+            if not _writable(store.value):
+                return False
+            target = _target_expr(store.target, codegen)
+            replay.stores.append(
+                (index, f"{target} = {codegen.hoist(store.value.reconstruct(codegen))}"))
+        if complete:
+            replay.calls.extend((index, _call_statement(call, codegen))
+                                for call in self.calls[previous.calls:point.calls])
+        return complete
+
+
+MAX_CHECKPOINTS = 32  # beyond these, a failure applies the 32nd (bounds the run function's size)
+
+
+@dataclass
+class Checkpoint:
+    """The ledger when the trace reached an operation: what eager Python had written before it
+    ran. ``containers``: the containers changed since the previous checkpoint, with their items
+    then; ``stores``, ``calls``: how many of each had been made."""
+
+    containers: list[tuple[VariableTracker, Any]]
+    stores: int
+    calls: int
+
+
+@dataclass
+class ErrorReplay:
+    """The error path's writes, by checkpoint (see :meth:`SideEffects.replay_on_error`).
+
+    ``reads[k]``: the temporaries checkpoint ``k``'s writes need, read before anything is
+    written; ``needs[k]``: the graph values (``__gl_v[j]``) they read. Checkpoints ``0`` to
+    ``len(reads) - 1`` are reachable.
+    """
+
+    reads: list[list[str]] = field(default_factory=list)
+    needs: list[tuple[int, ...]] = field(default_factory=list)
+    containers: dict[int, list[tuple[int, list[str]]]] = field(default_factory=dict)
+    stores: list[tuple[int, str]] = field(default_factory=list)
+    calls: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def last(self) -> int:
+        """The last reachable checkpoint (-1: none, nothing is written)."""
+        return len(self.reads) - 1
+
+    def drop_from(self, index: int) -> None:
+        """Forget the writes of checkpoint ``index`` and after."""
+        self.stores = [(k, s) for k, s in self.stores if k < index]
+        self.calls = [(k, s) for k, s in self.calls if k < index]
+        for key, states in list(self.containers.items()):
+            self.containers[key] = [(k, w) for k, w in states if k < index]
+            if not self.containers[key]:
+                del self.containers[key]
+
+    def lines(self, reached: str | None) -> list[str]:
+        """The statements, in the order: reads, containers, stores, calls. ``reached``: the
+        name holding the checkpoint the graph reached, None where it can only be 0."""
+        if self.last < 0:
             return []
-        containers, count = self._before_ops
-        snapshots = []
-        for container, items in containers:
-            if all(_settled(v) for v in (items.values() if isinstance(items, dict) else items)):
-                snapshot = copy.copy(container)  # the tracker as it was: its items then
-                snapshot.items = items
-                snapshots.append(snapshot)
-        stores = list(itertools.takewhile(lambda store: _settled(store.value),
-                                          self.stores[:count]))
-        try:
-            writes = _writes(snapshots, stores, codegen)
-        except Unsupported:  # a value that cannot leave the frame: eager keeps it, we cannot
-            return []
-        return [] if codegen.outputs else [*codegen.statements, *writes]
+        if reached is None:
+            assert self.last == 0
+            return [*self.reads[0], *(line for states in self.containers.values()
+                                      for _, lines in states for line in lines),
+                    *(s for _, s in self.stores), *(s for _, s in self.calls)]
+        out: list[str] = []
+        for k, reads in enumerate(self.reads):
+            out += _when(f"{reached} >= {k}", reads)
+        for states in self.containers.values():  # the newest state at or before the one reached
+            for i, (k, lines) in enumerate(reversed(states)):
+                out += _when(f"{reached} >= {k}", lines, "elif" if i else "if")
+        for k, statement in [*self.stores, *self.calls]:
+            out += _when(f"{reached} >= {k}", [statement])
+        return out
+
+
+def _when(condition: str, lines: list[str], keyword: str = "if") -> list[str]:
+    return [f"{keyword} {condition}:", *(f"    {line}" for line in lines)] if lines else []
+
+
+def _same_items(then: Any, now: Any) -> bool:
+    """Whether a container's items are the same trackers as at the last checkpoint."""
+    if then is None or type(then) is not type(now) or len(then) != len(now):
+        return False
+    if isinstance(now, dict):
+        return list(then) == list(now) and all(then[k] is now[k] for k in now)
+    return all(a is b for a, b in zip(then, now))
+
+
+def _call_statement(call: DeferredCall, codegen: OutputCodegen) -> str:
+    arguments = [a.reconstruct(codegen) for a in call.args]
+    arguments += [f"{k}={v.reconstruct(codegen)}" for k, v in call.kwargs.items()]
+    return f"{call.obj.reconstruct(codegen)}.{call.method}({', '.join(arguments)})"
 
 
 def _writes(containers: list[VariableTracker], stores: list[Store],
@@ -136,21 +288,35 @@ def _writes(containers: list[VariableTracker], stores: list[Store],
     a value may be the old content of something another write changes (``d.update(y=d["x"])``),
     and a store target may sit in a container the frame changed.
     """
-    writes = []
-    for container in containers:
-        target = codegen.hoist(container.source.expr())
-        value = codegen.hoist(container.reconstruct_literal(codegen))
-        # Through the builtin's own methods: a subclass's overrides never run here.
-        kind = container.python_type()
-        if kind in (dict, set):
-            writes += [f"{kind.__name__}.clear({target})",
-                       f"{kind.__name__}.update({target}, {value})"]
-        else:
-            writes.append(f"list.__setitem__({target}, slice(None), {value})")
+    writes = [line for container in containers for line in _container_writes(container, codegen)]
     for store in stores:
         target = _target_expr(store.target, codegen)
         writes.append(f"{target} = {codegen.hoist(store.value.reconstruct(codegen))}")
     return writes
+
+
+def _container_writes(container: VariableTracker, codegen: OutputCodegen) -> list[str]:
+    """Give a real container the tracker's items (target and value hoisted)."""
+    target = codegen.hoist(container.source.expr())
+    value = codegen.hoist(container.reconstruct_literal(codegen))
+    # Through the builtin's own methods: a subclass's overrides never run here.
+    kind = container.python_type()
+    if kind in (dict, set):
+        return [f"{kind.__name__}.clear({target})", f"{kind.__name__}.update({target}, {value})"]
+    return [f"list.__setitem__({target}, slice(None), {value})"]
+
+
+def _writable(value: VariableTracker) -> bool:
+    """A value a write made before a failing operation can be given as it was then: settled
+    (see :func:`_settled`), or computed by the graph: a tensor object (its later in-place
+    changes happen to that same object, in eager too) or a symbolic number. The error path
+    reads those from the raising graph's frame, where it got that far."""
+    if _settled(value):
+        return True
+    kind = value.python_type()
+    if issubclass(kind, tuple) and isinstance(getattr(value, "items", None), list):
+        return all(_writable(item) for item in value.items)
+    return issubclass(kind, torch.Tensor) and getattr(value, "node", None) is not None
 
 
 def _settled(value: VariableTracker) -> bool:
