@@ -306,11 +306,11 @@ def _make_object(tx, cls: type, args, kwargs):
 def new_object(tx, cls: type, args, kwargs) -> UserObjectVariable:
     """``base.__new__(cls, *args)`` for the builtin ``__new__`` that ``cls`` inherits: an empty
     object, or, for a builtin's subclass, one whose builtin part is made by the builtin."""
-    abstract = getattr(cls, "__abstractmethods__", ())
-    if abstract:
-        names = ", ".join(sorted(abstract))
-        raise raise_real(TypeError(f"Can't instantiate abstract class {cls.__name__} with "
-                                   f"abstract method{'s' * (len(abstract) > 1)} {names}"))
+    if getattr(cls, "__abstractmethods__", ()):
+        try:  # object.__new__ refuses before allocating: its message, in this Python's words
+            object.__new__(cls)
+        except TypeError as error:
+            raise raise_real(error) from None
     base = builtin_base(cls)
     if base is None:
         return UserObjectVariable(None, cls=cls)
