@@ -213,6 +213,7 @@ def _decode(code: types.CodeType) -> list[Instruction]:
     targets = set()
     result = []
     lineno = code.co_firstlineno
+    cells = frozenset(code.co_cellvars + code.co_freevars)
     for inst in raw:
         located = inst.positions is not None and inst.positions.lineno is not None
         if located:
@@ -225,6 +226,10 @@ def _decode(code: types.CodeType) -> list[Instruction]:
             argval = raw[index_of[argval] + len(skipped)].offset
             targets.add(argval)
         opname = _canonical(inst)
+        if inst.opname == "LOAD_FAST" and inst.argval in cells:
+            # 3.13 loads a cell itself (to build a closure) with LOAD_FAST of its slot; 3.11
+            # and 3.12 with LOAD_CLOSURE, and never LOAD_FAST a cell or free variable.
+            opname = "LOAD_CLOSURE"
         if opname == "CALL_KW" and result and result[-1].opname == "LOAD_CONST" and \
                 isinstance(result[-1].argval, tuple) and not inst.is_jump_target:
             # 3.13 loads the keyword names as a constant right before CALL_KW: 3.11's KW_NAMES
