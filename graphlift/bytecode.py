@@ -238,7 +238,13 @@ def _decode(code: types.CodeType) -> list[Instruction]:
             result.append(Instruction("KW_NAMES", names.arg, names.argval, names.offset,
                                       names.lineno, names.is_jump_target, names.located))
             opname = "CALL"
-        result.append(Instruction(opname, inst.arg, argval, inst.offset, lineno,
+        arg = inst.arg
+        if opname == "RESUME":
+            # The low two bits say where the frame resumes (0 start, 1 yield, 2 yield from,
+            # 3 await); 3.13 adds bit 2 for a yield inside an except block, a hint to the
+            # interpreter only.
+            arg = argval = inst.arg & 3
+        result.append(Instruction(opname, arg, argval, inst.offset, lineno,
                                   inst.is_jump_target, located))
     return [inst if inst.offset not in targets else
             Instruction(inst.opname, inst.arg, inst.argval, inst.offset, inst.lineno, True,

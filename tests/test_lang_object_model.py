@@ -1930,6 +1930,9 @@ if sys.version_info < (3, 12):  # 3.12 dropped the lock of functools.cached_prop
     TORCH_COMPILE_DIFFERS.update(dict.fromkeys(
         ("python_descriptors", "cached_property_of_argument"),
         "refuses: functools.cached_property's lock"))
+if sys.version_info >= (3, 13):
+    TORCH_COMPILE_DIFFERS["slots_refuse_other_names"] = \
+        "wrong: its AttributeError lacks 3.13's 'and no __dict__ for setting new attributes'"
 
 
 def _torch_compile_cases() -> list:

@@ -11,6 +11,7 @@ import collections
 import enum
 import functools
 import logging
+import sys
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,9 @@ if TYPE_CHECKING:
 
 # Iterating a user object stops being traced after this many items (an endless iterator).
 MAX_ITERATION = 10_000
+# 3.13 says why a new attribute cannot be set on an object without a __dict__.
+_NO_DICT_TO_SET = " and no __dict__ for setting new attributes" if sys.version_info >= (3, 13) \
+    else ""
 
 
 def is_user_class(cls: type) -> bool:
@@ -620,7 +624,7 @@ class UserObjectVariable(VariableTracker):
             raise Unsupported(f"assignment through descriptor {self.cls.__qualname__}.{name}")
         if not slot and lookup_class_attr(self.cls, "__dict__") is MISSING:
             raise raise_real(AttributeError(
-                f"{self.cls.__name__!r} object has no attribute {name!r}"))
+                f"{self.cls.__name__!r} object has no attribute {name!r}{_NO_DICT_TO_SET}"))
         if not self.is_new:
             # An input object: the ledger writes the attribute back after the graph runs.
             tx.output.side_effects.store(AttrSource(self.source, name), value, owner=self)
