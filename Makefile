@@ -2,8 +2,8 @@
 
 PYTHON ?= python3.11
 # One virtual environment per CPython minor version: .venv for 3.11 (torch's CPU wheel on this
-# machine's disk), .venv312 for 3.12 (torch's CUDA build from the registry, which runs on the
-# CPU). e.g. make test PYTHON=python3.12
+# machine's disk), .venv312 and .venv313 for 3.12 and 3.13 (torch's CUDA build from the
+# registry, which runs on the CPU). e.g. make test PYTHON=$(pyenv prefix 3.13.0)/bin/python
 PYVER := $(shell $(PYTHON) -c 'import sys; print("%d%d" % sys.version_info[:2])')
 VENV := $(if $(filter 311,$(PYVER)),.venv,.venv$(PYVER))
 ifeq ($(PYVER),)
@@ -36,8 +36,8 @@ test: venv
 	$(BIN)/python -m pytest -q tests
 	$(BIN)/ruff check $(LINT_PATHS)
 
-# The suite on every CPython that has a virtual environment here (.venv, .venv312, ...).
-# CI runs 3.11 only (see README: 3.12 is partial).
+# The suite on every CPython that has a virtual environment here (.venv, .venv312, .venv313).
+# CI (.ci/run) runs the versions whose whole suite passes (README: Python versions).
 test-all:
 	@set -e; for venv in $(wildcard .venv .venv3*); do \
 	    echo "== $$venv"; $(MAKE) --no-print-directory test PYTHON=$$venv/bin/python; done

@@ -1,7 +1,7 @@
 """graphlift: a TorchDynamo-style JIT frontend for PyTorch, in Python you can read.
 
 ``graphlift.compile(fn)`` runs ``fn`` by symbolically interpreting its CPython bytecode (3.11,
-3.12).
+3.12, 3.13).
 Torch operations become nodes of a ``torch.fx`` graph that a backend compiles; guards record what
 the graph assumed; the compiled entry is cached on the function's code object::
 
@@ -58,7 +58,7 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
                  kinds and the check function, symbolic sizes (agreed across ranks by compiler
                  collectives), pure-Python stand-ins for C
                  functions, resume code objects
-    bytecode:    bytecode  -- decoding 3.11 and 3.12 instructions into one form; the version check
+    bytecode:    bytecode  -- decoding 3.11 to 3.13 instructions into one form; the version check
     primitives:  config, break_types, exc, logs, progress, sources, code_extra  -- settings,
                  the graph-break registry (ids GL0001...), errors, GRAPHLIFT_LOGS, the phases of
                  long compiles, where values come from (L['x'], G['w']), the code object's

@@ -1,15 +1,22 @@
 """The instruction layer: decoding CPython bytecode for the translator, one version at a time.
 
-graphlift supports CPython 3.11 and 3.12. Each version's bytecode is decoded into one normalized
-form whose opcode names are 3.11's (the canonical form), so opcode handlers never branch on the
-version: 3.12's ``POP_JUMP_IF_TRUE`` (which only jumps forward) becomes
+graphlift supports CPython 3.11, 3.12 and 3.13. Each version's bytecode is decoded into one
+normalized form whose opcode names are 3.11's (the canonical form), so opcode handlers never
+branch on the version: 3.12's ``POP_JUMP_IF_TRUE`` (which only jumps forward) becomes
 ``POP_JUMP_FORWARD_IF_TRUE``, ``LOAD_ATTR`` with its method bit becomes
 ``LOAD_METHOD``, each ``CALL_INTRINSIC_1`` function gets the name of the 3.11 opcode it replaced,
-and jumps over ``END_FOR`` / ``END_SEND`` land where the interpreter lands. Opcodes new in a
+jumps over ``END_FOR`` / ``END_SEND`` land where the interpreter lands, and 3.13's
+``LOAD_CONST kwnames; CALL_KW`` pair becomes 3.11's ``KW_NAMES; CALL``. Opcodes new in a
 version that have no 3.11 counterpart keep their own names (``RETURN_CONST``, ``BINARY_SLICE``,
-``LOAD_FAST_AND_CLEAR``...) and get handlers of their own. The tables below are the whole
-difference; :func:`canonical_names` tells the translator's import-time coverage check what each
-opcode of the running CPython can decode to.
+``LOAD_FAST_AND_CLEAR``, 3.13's ``LOAD_FAST_LOAD_FAST``, ``TO_BOOL``, ``FORMAT_SIMPLE``...) and
+get handlers of their own. The tables below are the whole difference; :func:`canonical_names`
+tells the translator's import-time coverage check what each opcode of the running CPython can
+decode to.
+
+One difference is in the stack, not in an opcode: where ``CALL`` finds the NULL of a call
+without ``self``. 3.11 and 3.12 push ``NULL, callable``, 3.13 ``callable, NULL`` (a method is
+``function, self`` in all three). :func:`call_slots` gives the running version's order to the
+handlers that push a NULL; :func:`call_target` reads either order, so ``CALL`` needs no version.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-SUPPORTED_VERSIONS = ((3, 11), (3, 12))
+SUPPORTED_VERSIONS = ((3, 11), (3, 12), (3, 13))
 VERSION: tuple[int, int] = tuple(sys.version_info[:2])
 
 
@@ -36,18 +43,22 @@ def check_python_version(version: tuple[int, int] = VERSION) -> None:
         )
 
 
-# -- normalization tables (3.12 -> the canonical 3.11 names) -----------------------------------
+# -- normalization tables (3.12 and 3.13 -> the canonical 3.11 names) -------------------------
 # Opcodes renamed one to one.
+_RENAMED_312 = {
+    "LOAD_FAST_CHECK": "LOAD_FAST",  # LOAD_FAST that may find the local unbound
+    "LOAD_FROM_DICT_OR_DEREF": "LOAD_CLASSDEREF",  # a free variable read in a class body
+    "LOAD_FROM_DICT_OR_GLOBALS": "LOAD_NAME",  # a global read in a class body
+    # 3.12's conditional jumps only go forward (loops end with JUMP_BACKWARD).
+    **{f"POP_JUMP_IF_{stem}": f"POP_JUMP_FORWARD_IF_{stem}"
+       for stem in ("TRUE", "FALSE", "NONE", "NOT_NONE")},
+}
 _RENAMED: dict[tuple[int, int], dict[str, str]] = {
     (3, 11): {},
-    (3, 12): {
-        "LOAD_FAST_CHECK": "LOAD_FAST",  # LOAD_FAST that may find the local unbound
-        "LOAD_FROM_DICT_OR_DEREF": "LOAD_CLASSDEREF",  # a free variable read in a class body
-        "LOAD_FROM_DICT_OR_GLOBALS": "LOAD_NAME",  # a global read in a class body
-        # 3.12's conditional jumps only go forward (loops end with JUMP_BACKWARD).
-        **{f"POP_JUMP_IF_{stem}": f"POP_JUMP_FORWARD_IF_{stem}"
-           for stem in ("TRUE", "FALSE", "NONE", "NOT_NONE")},
-    },
+    (3, 12): _RENAMED_312,
+    # 3.13's END_FOR pops one value (the POP_TOP after it pops the iterator); FOR_ITER's exit
+    # jumps past both, so it is only reached by falling through.
+    (3, 13): {**_RENAMED_312, "END_FOR": "POP_TOP"},
 }
 
 # CALL_INTRINSIC_1/2 name their function by argument; most replaced a 3.11 opcode.
@@ -57,6 +68,7 @@ _INTRINSIC_1 = ("INTRINSIC_1_INVALID", "PRINT_EXPR", "IMPORT_STAR", "STOPITERATI
                 "INTRINSIC_TYPEALIAS")
 _INTRINSIC_2 = ("INTRINSIC_2_INVALID", "PREP_RERAISE_STAR", "INTRINSIC_TYPEVAR_WITH_BOUND",
                 "INTRINSIC_TYPEVAR_WITH_CONSTRAINTS", "INTRINSIC_SET_FUNCTION_TYPE_PARAMS")
+_INTRINSIC_2_313 = (*_INTRINSIC_2, "INTRINSIC_SET_TYPEPARAM_DEFAULT")  # PEP 696
 
 
 def _by_low_bit(plain: str, method: str) -> tuple[Callable[[dis.Instruction], str],
@@ -80,13 +92,25 @@ _BY_ARGUMENT: dict[tuple[int, int], dict[str, tuple[Callable[[dis.Instruction], 
         "CALL_INTRINSIC_1": _by_table(_INTRINSIC_1),
         "CALL_INTRINSIC_2": _by_table(_INTRINSIC_2),
     },
+    (3, 13): {
+        "LOAD_ATTR": _by_low_bit("LOAD_ATTR", "LOAD_METHOD"),
+        "LOAD_SUPER_ATTR": _by_low_bit("LOAD_SUPER_ATTR", "LOAD_SUPER_METHOD"),
+        "CALL_INTRINSIC_1": _by_table(_INTRINSIC_1),
+        "CALL_INTRINSIC_2": _by_table(_INTRINSIC_2_313),
+        # Decoded as a pair with the LOAD_CONST of its names before it (see _decode); alone,
+        # it keeps its name (its handler takes the names from the stack).
+        "CALL_KW": ((lambda inst: "CALL_KW"), ("CALL_KW", "CALL")),
+        "LOAD_CONST": ((lambda inst: "LOAD_CONST"), ("LOAD_CONST", "KW_NAMES")),
+    },
 }
 
-# Jumps whose canonical target is after the END_FOR / END_SEND they point at in 3.12 (FOR_ITER
-# jumps past END_FOR; the canonical SEND pops the receiver that END_SEND pops in 3.12).
-_SKIPS_END: dict[tuple[int, int], dict[str, str]] = {
+# Jumps whose canonical target is after the instructions they point at in 3.12 and 3.13
+# (FOR_ITER's exit skips END_FOR, and 3.13's POP_TOP after it; the canonical SEND pops the
+# receiver that END_SEND pops).
+_SKIPS_END: dict[tuple[int, int], dict[str, tuple[str, ...]]] = {
     (3, 11): {},
-    (3, 12): {"FOR_ITER": "END_FOR", "SEND": "END_SEND"},
+    (3, 12): {"FOR_ITER": ("END_FOR",), "SEND": ("END_SEND",)},
+    (3, 13): {"FOR_ITER": ("END_FOR", "POP_TOP"), "SEND": ("END_SEND",)},
 }
 
 # Opcodes a version added that keep their own names (handled or refused under them).
@@ -96,6 +120,9 @@ _ADDED: dict[tuple[int, int], frozenset[str]] = {
                         "LOAD_FAST_AND_CLEAR", "LOAD_LOCALS", "LOAD_SUPER_ATTR",
                         "RETURN_CONST"}),
 }
+_ADDED[(3, 13)] = _ADDED[(3, 12)] - {"END_FOR"} | {
+    "LOAD_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST", "STORE_FAST_LOAD_FAST", "CALL_KW", "TO_BOOL",
+    "FORMAT_SIMPLE", "FORMAT_WITH_SPEC", "CONVERT_VALUE", "SET_FUNCTION_ATTRIBUTE"}
 
 # Opcodes that never appear in a code object's co_code (instrumentation is removed from it,
 # the others exist only inside the interpreter), with the reason.
@@ -104,6 +131,7 @@ NEVER_DECODED: dict[str, str] = {
     "INTERPRETER_EXIT": "only in the interpreter's own entry frame",
     "RESERVED": "a placeholder number, no instruction",
     "ENTER_EXECUTOR": "only in code the tier-2 optimizer rewrote in place",
+    "EXIT_INIT_CHECK": "only in the interpreter's shim frame of a specialized class call",
 }
 _INSTRUMENTED = "instrumentation (sys.monitoring) is stripped from co_code"
 
@@ -185,17 +213,38 @@ def _decode(code: types.CodeType) -> list[Instruction]:
     targets = set()
     result = []
     lineno = code.co_firstlineno
+    cells = frozenset(code.co_cellvars + code.co_freevars)
     for inst in raw:
         located = inst.positions is not None and inst.positions.lineno is not None
         if located:
             lineno = inst.positions.lineno
         argval = inst.argval
-        if inst.opname in skips and raw[index_of[argval]].opname == skips[inst.opname]:
-            # Where the canonical form goes on: 3.12's FOR_ITER jumps past END_FOR; the
-            # canonical SEND pops the receiver itself, which END_SEND would pop.
-            argval = raw[index_of[argval] + 1].offset
+        skipped = skips.get(inst.opname, ())
+        if skipped and _opnames(raw, index_of[argval], len(skipped)) == skipped:
+            # Where the canonical form goes on: FOR_ITER's exit jumps past END_FOR (and 3.13's
+            # POP_TOP); the canonical SEND pops the receiver itself, which END_SEND would pop.
+            argval = raw[index_of[argval] + len(skipped)].offset
             targets.add(argval)
-        result.append(Instruction(_canonical(inst), inst.arg, argval, inst.offset, lineno,
+        opname = _canonical(inst)
+        if inst.opname == "LOAD_FAST" and inst.argval in cells:
+            # 3.13 loads a cell itself (to build a closure) with LOAD_FAST of its slot; 3.11
+            # and 3.12 with LOAD_CLOSURE, and never LOAD_FAST a cell or free variable.
+            opname = "LOAD_CLOSURE"
+        if opname == "CALL_KW" and result and result[-1].opname == "LOAD_CONST" and \
+                isinstance(result[-1].argval, tuple) and not inst.is_jump_target:
+            # 3.13 loads the keyword names as a constant right before CALL_KW: 3.11's KW_NAMES
+            # (whose argument indexes co_consts too) and CALL.
+            names = result.pop()
+            result.append(Instruction("KW_NAMES", names.arg, names.argval, names.offset,
+                                      names.lineno, names.is_jump_target, names.located))
+            opname = "CALL"
+        arg = inst.arg
+        if opname == "RESUME":
+            # The low two bits say where the frame resumes (0 start, 1 yield, 2 yield from,
+            # 3 await); 3.13 adds bit 2 for a yield inside an except block, a hint to the
+            # interpreter only.
+            arg = argval = inst.arg & 3
+        result.append(Instruction(opname, arg, argval, inst.offset, lineno,
                                   inst.is_jump_target, located))
     return [inst if inst.offset not in targets else
             Instruction(inst.opname, inst.arg, inst.argval, inst.offset, inst.lineno, True,
@@ -203,14 +252,40 @@ def _decode(code: types.CodeType) -> list[Instruction]:
             for inst in result]
 
 
+def _opnames(raw: list, start: int, count: int) -> tuple[str, ...]:
+    return tuple(inst.opname for inst in raw[start:start + count])
+
+
 def kw_names(code: types.CodeType, inst: Instruction) -> tuple[str, ...]:
-    """KW_NAMES' argument indexes co_consts (3.11 and 3.12)."""
+    """KW_NAMES' argument indexes co_consts (3.11, 3.12, and 3.13's LOAD_CONST before
+    CALL_KW)."""
     return code.co_consts[inst.arg]
 
 
 def pushes_null(inst: Instruction) -> bool:
-    """LOAD_GLOBAL's low bit asks for a NULL below the value (3.11 and 3.12 CALL protocol)."""
+    """LOAD_GLOBAL's low bit asks for a NULL beside the value (see :func:`call_slots`)."""
     return bool(inst.arg & 1)
+
+
+# 3.13's CALL expects ``callable, self_or_null``; 3.11 and 3.12's ``NULL_or_method,
+# callable_or_self``. For a call without self the NULL is above the callable in 3.13 only.
+NULL_ABOVE_CALLABLE = VERSION >= (3, 13)
+
+
+def call_slots(callable_: Any, null: Any) -> tuple[Any, Any]:
+    """A callable without self and its NULL, in the order the running CPython's CALL expects
+    them on the stack (bottom first)."""
+    return (callable_, null) if NULL_ABOVE_CALLABLE else (null, callable_)
+
+
+def call_target(lower: Any, upper: Any, is_null: Callable[[Any], bool]) -> tuple[Any, Any]:
+    """The two stack slots below a call's arguments as (callable, self or None), in any
+    supported version's order: a NULL on either side, or a method's function below its self."""
+    if is_null(lower):
+        return upper, None
+    if is_null(upper):
+        return lower, None
+    return lower, upper
 
 
 def dump(code: types.CodeType) -> str:
@@ -220,7 +295,7 @@ def dump(code: types.CodeType) -> str:
 
 def exception_handler(code: types.CodeType, offset: int) -> Any:
     """The exception-table entry covering ``offset`` (start, end, target, depth, lasti); the
-    table's format is the same in 3.11 and 3.12."""
+    table's format is the same in 3.11, 3.12 and 3.13."""
     for entry in exception_table(code):
         if entry.start <= offset < entry.end:
             return entry
@@ -232,13 +307,19 @@ def user_handler(code: types.CodeType, offset: int) -> Any:
 
     3.12 also covers a whole generator body with a handler of its own, which turns an escaping
     StopIteration into RuntimeError (3.11 does it in C): that one is no block of the program
-    (None).
+    (None). And 3.12's ``yield from`` catches what is thrown into it with a ``CLEANUP_THROW``
+    handler of its own, which passes anything but StopIteration on from its own offset: the
+    block around the ``yield from`` is the entry covering that offset.
     """
     entry = exception_handler(code, offset)
-    if entry is None:
-        return None
-    target = next(inst for inst in decode(code) if inst.offset == entry.target)
-    return None if target.opname == "STOPITERATION_ERROR" else entry
+    while entry is not None:
+        target = next(inst for inst in decode(code) if inst.offset == entry.target)
+        if target.opname == "STOPITERATION_ERROR":
+            return None
+        if target.opname != "CLEANUP_THROW":
+            return entry
+        entry = exception_handler(code, target.offset)
+    return None
 
 
 # Instructions after which execution never goes on to the next one.
@@ -289,7 +370,7 @@ def exception_table(code: types.CodeType) -> list:
     return table
 
 
-# 3.11 and 3.12 location table (Objects/locations.md): an entry's first byte is 0x80 | code << 3 |
+# 3.11 to 3.13 location table (Objects/locations.md): an entry's first byte is 0x80 | code << 3 |
 # (code units - 1), at most 8 units; code 13 has no columns, then a signed varint line delta.
 _NO_COLUMNS = 13
 

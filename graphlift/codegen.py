@@ -378,7 +378,9 @@ class BreakTail:
     def _call(self) -> list[str]:
         inst, stack = self.break_state.inst, self.break_state.stack
         below, (first, second, *args) = stack[:-inst.arg - 2], stack[-inst.arg - 2:]
-        fn, args = (second, args) if isinstance(first, NullVariable) else (first, [second, *args])
+        fn, self_arg = bytecode.call_target(first, second,
+                                            lambda item: isinstance(item, NullVariable))
+        args = args if self_arg is None else [self_arg, *args]
         names = self.break_state.kw_names
         kwargs = dict(zip(names, args[len(args) - len(names):])) if names else {}
         args = args[:len(args) - len(names)]
@@ -389,7 +391,9 @@ class BreakTail:
         inst, stack = self.break_state.inst, list(self.break_state.stack)
         kwargs = stack.pop() if inst.arg & 1 else None
         args, fn = stack.pop(), stack.pop()
-        if stack and isinstance(stack[-1], NullVariable):
+        if isinstance(fn, NullVariable):  # 3.13: callable, NULL, args
+            fn = stack.pop()
+        elif stack and isinstance(stack[-1], NullVariable):  # 3.11 and 3.12: NULL, callable
             stack.pop()
         parts = [f"*{self.codegen.hoist(args.reconstruct(self.codegen))}"]
         if kwargs is not None:

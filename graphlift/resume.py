@@ -37,10 +37,11 @@ from graphlift.sources import RESUME_CELL_PREFIX, RESUME_STACK_PREFIX
 CO_VARARGS, CO_VARKEYWORDS, CO_GENERATOR_LIKE = 0x04, 0x08, 0x20 | 0x80 | 0x100 | 0x200
 
 # Opcodes whose argument indexes the cell/free-variable part of the fast-locals array.
-# (LOAD_CLASSDEREF is 3.11's name of 3.12's LOAD_FROM_DICT_OR_DEREF.)
+# (LOAD_CLASSDEREF is 3.11's name of 3.12's LOAD_FROM_DICT_OR_DEREF; 3.13 loads a cell for a
+# closure with LOAD_FAST of its slot, past the plain locals: only such arguments are shifted.)
 _DEREF_OPS = frozenset(dis.opmap[name] for name in (
     "LOAD_DEREF", "STORE_DEREF", "DELETE_DEREF", "LOAD_CLOSURE", "LOAD_CLASSDEREF",
-    "LOAD_FROM_DICT_OR_DEREF", "MAKE_CELL") if name in dis.opmap)
+    "LOAD_FROM_DICT_OR_DEREF", "MAKE_CELL", "LOAD_FAST") if name in dis.opmap)
 
 
 @dataclass(frozen=True)

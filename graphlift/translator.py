@@ -22,7 +22,7 @@ import linecache
 import operator
 import sys
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -127,6 +127,7 @@ FOLDING_ERRORS: dict[str, tuple[type[Exception], ...]] = {
     "SET_UPDATE": (TypeError,),  # {*items} with an unhashable item
     "CONTAINS_OP": (TypeError,),  # [] in {}: unhashable key
     "FORMAT_VALUE": (TypeError, ValueError),  # f"{1:q}": unknown format code
+    "FORMAT_WITH_SPEC": (TypeError, ValueError),  # 3.13's form of the same
 }
 
 # A runaway loop while tracing (``while True`` on a constant) must not hang the caller.
@@ -492,6 +493,10 @@ class InstructionTranslator:
         pass
 
     RESUME = PRECALL = EXTENDED_ARG = CACHE = NOP
+    # 3.13 converts a condition with TO_BOOL before the jump (or UNARY_NOT) that tests it; the
+    # canonical jump tests the value's truth itself, as 3.11's does, with the same __bool__
+    # call at the same point (nothing runs between the two).
+    TO_BOOL = NOP
 
     # -- stack manipulation --------------------------------------------------------------------
     def POP_TOP(self, inst: Instruction) -> None:
@@ -532,6 +537,20 @@ class InstructionTranslator:
         else:
             self.symbolic_locals[inst.argval] = value
 
+    # 3.13's superinstructions: two locals in one argument (argval is the pair of names).
+    def LOAD_FAST_LOAD_FAST(self, inst: Instruction) -> None:
+        for name in inst.argval:
+            self.LOAD_FAST(replace(inst, argval=name))
+
+    def STORE_FAST_STORE_FAST(self, inst: Instruction) -> None:
+        for name in inst.argval:  # the first name gets the top of the stack
+            self.STORE_FAST(replace(inst, argval=name))
+
+    def STORE_FAST_LOAD_FAST(self, inst: Instruction) -> None:
+        stored, loaded = inst.argval
+        self.STORE_FAST(replace(inst, argval=stored))
+        self.LOAD_FAST(replace(inst, argval=loaded))
+
     def LOAD_FAST_AND_CLEAR(self, inst: Instruction) -> None:
         # An inlined comprehension saves the outer local of its variable's name (NULL when
         # unbound) and stores it back at its end.
@@ -547,9 +566,11 @@ class InstructionTranslator:
         self.symbolic_locals.pop(inst.argval, None)
 
     def LOAD_GLOBAL(self, inst: Instruction) -> None:
+        value = self.load_global(inst.argval)
         if bytecode.pushes_null(inst):
-            self.push(NullVariable())
-        self.push(self.load_global(inst.argval))
+            self.stack.extend(bytecode.call_slots(value, NullVariable()))
+        else:
+            self.push(value)
 
     def load_global(self, name: str) -> VariableTracker:
         globals_dict = self.f_globals
@@ -580,10 +601,10 @@ class InstructionTranslator:
         self.push(self.pop().var_getattr(self, inst.argval))
 
     def LOAD_METHOD(self, inst: Instruction) -> None:
-        # CPython pushes (NULL, bound method) or (function, self); we always do the former.
+        # CPython pushes (function, self) or the attribute and a NULL; we always do the latter,
+        # with the bound method.
         obj = self.pop()
-        self.push(NullVariable())
-        self.push(obj.var_getattr(self, inst.argval))
+        self.stack.extend(bytecode.call_slots(obj.var_getattr(self, inst.argval), NullVariable()))
 
     def LOAD_SUPER_ATTR(self, inst: Instruction) -> None:
         # super().name: the global super, the class and the first argument are on the stack;
@@ -596,7 +617,7 @@ class InstructionTranslator:
 
     def LOAD_SUPER_METHOD(self, inst: Instruction) -> None:
         self.LOAD_SUPER_ATTR(inst)
-        self.stack.insert(len(self.stack) - 1, NullVariable())
+        self.stack.extend(bytecode.call_slots(self.pop(), NullVariable()))
 
     def MAKE_CELL(self, inst: Instruction) -> None:
         name = inst.argval
@@ -621,13 +642,24 @@ class InstructionTranslator:
     # -- functions -----------------------------------------------------------------------------
     def MAKE_FUNCTION(self, inst: Instruction) -> None:
         code = self.pop().as_constant()
-        closure = self.pop() if inst.arg & 0x08 else None
-        if inst.arg & 0x04:
+        flags = inst.arg or 0  # 3.13 has no flags: SET_FUNCTION_ATTRIBUTE follows instead
+        closure = self.pop() if flags & 0x08 else None
+        if flags & 0x04:
             self.pop()  # annotations: not needed to run the function
-        kwdefaults = self.pop() if inst.arg & 0x02 else None
-        defaults = self.pop() if inst.arg & 0x01 else None
+        kwdefaults = self.pop() if flags & 0x02 else None
+        defaults = self.pop() if flags & 0x01 else None
         self.push(NestedFunctionVariable(code, self.f_globals, defaults, kwdefaults, closure,
                                          self.globals_source))
+
+    def SET_FUNCTION_ATTRIBUTE(self, inst: Instruction) -> None:
+        # 3.13: the function made by MAKE_FUNCTION on top, one of its attributes below (the
+        # argument is the flag MAKE_FUNCTION had for it in 3.11).
+        fn = self.pop()
+        value = self.pop()
+        if not isinstance(fn, NestedFunctionVariable):
+            raise TranslationError(f"SET_FUNCTION_ATTRIBUTE on {fn!r}")
+        fn.set_function_attribute(inst.arg, value)
+        self.push(fn)
 
     def RETURN_GENERATOR(self, inst: Instruction) -> None:
         if not self.is_generator:
@@ -649,18 +681,24 @@ class InstructionTranslator:
             names, self.kw_names = self.kw_names, ()
             kwargs = dict(zip(names, args[-len(names):]))
             args = args[:-len(names)]
-        first, second = self.popn(2)
-        if isinstance(first, NullVariable):
-            fn = second
-        else:
-            fn, args = first, [second, *args]
+        fn, self_arg = bytecode.call_target(*self.popn(2), is_null=is_null)
+        if self_arg is not None:
+            args = [self_arg, *args]
         self.push(fn.call(self, args, kwargs))
+
+    def CALL_KW(self, inst: Instruction) -> None:
+        # 3.13's CALL_KW whose names are not a constant right before it (the instruction layer
+        # decodes the usual pair as KW_NAMES and CALL): the names are on the stack.
+        self.kw_names = tuple(self.pop().as_constant())
+        self.CALL(inst)
 
     def CALL_FUNCTION_EX(self, inst: Instruction) -> None:
         kwargs_var = self.pop() if inst.arg & 1 else None
         args_var = self.pop()
         fn = self.pop()
-        if isinstance(self.peek(), NullVariable):
+        if isinstance(fn, NullVariable):  # 3.13: callable, NULL, args
+            fn = self.pop()
+        elif isinstance(self.peek(), NullVariable):  # 3.11 and 3.12: NULL, callable, args
             self.pop()
         kwargs = {}
         if kwargs_var is not None:
@@ -1059,6 +1097,17 @@ class InstructionTranslator:
             value = conversion(value)
         self.push(ConstantVariable(format(value, spec)))
 
+    # 3.13 splits FORMAT_VALUE: CONVERT_VALUE (!s, !r, !a), then FORMAT_SIMPLE or, with a
+    # format spec on top, FORMAT_WITH_SPEC.
+    def CONVERT_VALUE(self, inst: Instruction) -> None:
+        self.FORMAT_VALUE(inst)  # its argument is 3.11's conversion flag (no spec bit)
+
+    def FORMAT_SIMPLE(self, inst: Instruction) -> None:
+        self.FORMAT_VALUE(replace(inst, arg=0))
+
+    def FORMAT_WITH_SPEC(self, inst: Instruction) -> None:
+        self.FORMAT_VALUE(replace(inst, arg=0x04))
+
     def BUILD_STRING(self, inst: Instruction) -> None:
         self.push(ConstantVariable("".join(p.as_constant() for p in self.popn(inst.arg))))
 
@@ -1374,6 +1423,11 @@ def fold_operator(op: Any, *values: Any) -> VariableTracker:
     return wrap_constant(result)
 
 
+def is_null(value: VariableTracker) -> bool:
+    """The NULL CPython pushes beside a callable that is called without self."""
+    return isinstance(value, NullVariable)
+
+
 def is_none(value: VariableTracker) -> bool:
     if isinstance(value, SymNodeVariable):
         return False  # a symbolic number is never None (and reading it would specialize it)
@@ -1432,7 +1486,7 @@ UNSUPPORTED: dict[str, str] = {
     **dict.fromkeys(("INTRINSIC_TYPEVAR", "INTRINSIC_PARAMSPEC", "INTRINSIC_TYPEVARTUPLE",
                      "INTRINSIC_SUBSCRIPT_GENERIC", "INTRINSIC_TYPEALIAS",
                      "INTRINSIC_TYPEVAR_WITH_BOUND", "INTRINSIC_TYPEVAR_WITH_CONSTRAINTS",
-                     "INTRINSIC_SET_FUNCTION_TYPE_PARAMS"),
+                     "INTRINSIC_SET_FUNCTION_TYPE_PARAMS", "INTRINSIC_SET_TYPEPARAM_DEFAULT"),
                     "type parameter syntax defines classes and aliases"),
     **dict.fromkeys(("INTRINSIC_1_INVALID", "INTRINSIC_2_INVALID"),
                     "no intrinsic function (the compiler never emits it)"),

@@ -31,6 +31,7 @@ import inspect
 import itertools
 import logging
 import os
+import sys
 import typing
 import warnings
 from typing import Any
@@ -1901,8 +1902,6 @@ TORCH_COMPILE_DIFFERS = {
     "ordered_dict_fromkeys": "refuses: returning an OrderedDict made by fromkeys",
     "getattribute_aliases": "refuses: a class with a Python __getattribute__",
     "signature_of_method": "refuses: inspect.signature of a method",
-    "python_descriptors": "refuses: functools.cached_property's lock",
-    "cached_property_of_argument": "refuses: functools.cached_property's lock",
     "names_of_things": "refuses: returning a method's __qualname__",
     "lru_cache_mutable_result": "traces through the cache: a cached list's identity is lost",
     "sequence_equality": "refuses: [x, 2] == [x, 2] (list equality takes identity first)",
@@ -1927,6 +1926,13 @@ TORCH_COMPILE_DIFFERS = {
     "distribution_made_in_frame": "traces it; graphlift falls back (distributions.Normal)",
     "categorical_made_in_frame": "traces it; graphlift falls back (Categorical)",
 }
+if sys.version_info < (3, 12):  # 3.12 dropped the lock of functools.cached_property
+    TORCH_COMPILE_DIFFERS.update(dict.fromkeys(
+        ("python_descriptors", "cached_property_of_argument"),
+        "refuses: functools.cached_property's lock"))
+if sys.version_info >= (3, 13):
+    TORCH_COMPILE_DIFFERS["slots_refuse_other_names"] = \
+        "wrong: its AttributeError lacks 3.13's 'and no __dict__ for setting new attributes'"
 
 
 def _torch_compile_cases() -> list:

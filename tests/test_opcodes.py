@@ -1,4 +1,5 @@
-"""Corpus: one function per CPython 3.11 opcode that graphlift must translate.
+"""Corpus: one function per CPython opcode (3.11's, and those 3.12 and 3.13 added) that
+graphlift must translate.
 
 Each case names the opcode it covers, and the harness checks that the opcode really is in the
 function's bytecode (nested code objects included), so a compiler change that stops emitting it
@@ -808,6 +809,67 @@ CASES += [
     case(op_END_FOR, R(3), opcodes=["END_FOR"]),
     case(op_CLEANUP_THROW, R(3), opcodes=["END_SEND", "CLEANUP_THROW"]),
     case(op_STOPITERATION_ERROR, R(3), opcodes=["CALL_INTRINSIC_1", "STOPITERATION_ERROR"]),
+]
+
+
+# -- opcodes that 3.13 added (skipped on 3.11 and 3.12) ----------------------------------------
+def op_LOAD_FAST_LOAD_FAST(x, y):
+    return x * y
+
+
+def op_STORE_FAST_STORE_FAST(x, y):
+    a, b = x, y
+    a, b = b, a
+    return a - b
+
+
+def op_STORE_FAST_LOAD_FAST(x):
+    return [v * 2 for v in (x, x + 1)]
+
+
+def op_CALL_KW(x):
+    return helper(x, k=3) + helper(k=2, x=x)
+
+
+def op_TO_BOOL(x, flag, items):
+    if flag:
+        x = x + 1
+    if not items:
+        x = x * 2
+    return x, bool(flag) and not items
+
+
+def op_CONVERT_VALUE(x, n):
+    return x + 1, f"{n!r} {n!s} {'é'!a}"
+
+
+def op_FORMAT_SIMPLE(x, n):
+    return x + 1, f"{n} and {n + 1}"
+
+
+def op_FORMAT_WITH_SPEC(x, n):
+    width = 6
+    return x + 1, f"{n:>4}|{n:0{width}.2f}|{n!r:<5}"
+
+
+def op_SET_FUNCTION_ATTRIBUTE(x):
+    offset = x * 2
+
+    def scale(v, k=2, *, j=3) -> torch.Tensor:
+        return v * k * j + offset
+    return scale(x), scale(x, 1, j=1)
+
+
+CASES += [
+    case(op_LOAD_FAST_LOAD_FAST, R(3), R(3), opcodes=["LOAD_FAST_LOAD_FAST"]),
+    case(op_STORE_FAST_STORE_FAST, R(3), R(3), opcodes=["STORE_FAST_STORE_FAST"]),
+    case(op_STORE_FAST_LOAD_FAST, R(3), opcodes=["STORE_FAST_LOAD_FAST"]),
+    case(op_CALL_KW, R(3), opcodes=["CALL_KW", "KW_NAMES"]),
+    case(op_TO_BOOL, R(3), 1, [], opcodes=["TO_BOOL"]),
+    case(op_CONVERT_VALUE, R(3), 2.5, opcodes=["CONVERT_VALUE"]),
+    case(op_FORMAT_SIMPLE, R(3), 7, opcodes=["FORMAT_SIMPLE"]),
+    case(op_FORMAT_WITH_SPEC, R(3), 3.25, opcodes=["FORMAT_WITH_SPEC"]),
+    case(op_SET_FUNCTION_ATTRIBUTE, R(3), opcodes=["SET_FUNCTION_ATTRIBUTE"]),
 ]
 
 

@@ -24,6 +24,19 @@ _COMPENSATED_SUM = sys.version_info >= (3, 12)
 _EMPTY = "iterable argument is empty" if sys.version_info >= (3, 12) else "arg is an empty sequence"
 
 
+def _type_error_of(call: Any) -> str:
+    """The message of the TypeError the real builtin raises, in this Python's words."""
+    try:
+        call()
+    except TypeError as error:
+        return str(error)
+    raise AssertionError("the builtin accepted a call it should refuse")
+
+
+# 3.12 reworded it ("iter(v, w): v must be callable" before); checked before anything runs.
+_ITER_NOT_CALLABLE = _type_error_of(lambda: iter(None, None))
+
+
 def sum(iterable, /, start=0):  # noqa: A001
     """builtins.sum: left-to-right ``+`` from ``start``, with 3.12's fast paths."""
     for kind, name, joiner in ((str, "strings", "''"), (bytes, "bytes", "b''"),
@@ -155,7 +168,7 @@ def iter_callable(function, sentinel, /):
     as CPython's callable_iterator does: identity, then ``sentinel == value``) or raises
     StopIteration."""
     if not callable(function):
-        raise TypeError("iter(v, w): v must be callable")
+        raise TypeError(_ITER_NOT_CALLABLE)
     while True:
         try:
             value = function()

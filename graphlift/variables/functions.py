@@ -184,6 +184,16 @@ class NestedFunctionVariable(BaseUserFunctionVariable):
     def describe(self) -> str:
         return self.code.co_qualname
 
+    def set_function_attribute(self, flag: int, value: VariableTracker) -> None:
+        """3.13's SET_FUNCTION_ATTRIBUTE: ``flag`` is 3.11's MAKE_FUNCTION bit of the value."""
+        if flag == 0x01:
+            self._defaults = value.items
+        elif flag == 0x02:
+            self._kwdefaults = dict(value.items)
+        elif flag == 0x08:
+            self._closure = value.items
+        # 0x04, the annotations, are not needed to run it.
+
     def defaults(self, tx):
         return list(self._defaults)
 

@@ -11,6 +11,7 @@ import collections
 import enum
 import functools
 import logging
+import sys
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,9 @@ if TYPE_CHECKING:
 
 # Iterating a user object stops being traced after this many items (an endless iterator).
 MAX_ITERATION = 10_000
+# 3.13 says why a new attribute cannot be set on an object without a __dict__.
+_NO_DICT_TO_SET = " and no __dict__ for setting new attributes" if sys.version_info >= (3, 13) \
+    else ""
 
 
 def is_user_class(cls: type) -> bool:
@@ -306,11 +310,11 @@ def _make_object(tx, cls: type, args, kwargs):
 def new_object(tx, cls: type, args, kwargs) -> UserObjectVariable:
     """``base.__new__(cls, *args)`` for the builtin ``__new__`` that ``cls`` inherits: an empty
     object, or, for a builtin's subclass, one whose builtin part is made by the builtin."""
-    abstract = getattr(cls, "__abstractmethods__", ())
-    if abstract:
-        names = ", ".join(sorted(abstract))
-        raise raise_real(TypeError(f"Can't instantiate abstract class {cls.__name__} with "
-                                   f"abstract method{'s' * (len(abstract) > 1)} {names}"))
+    if getattr(cls, "__abstractmethods__", ()):
+        try:  # object.__new__ refuses before allocating: its message, in this Python's words
+            object.__new__(cls)
+        except TypeError as error:
+            raise raise_real(error) from None
     base = builtin_base(cls)
     if base is None:
         return UserObjectVariable(None, cls=cls)
@@ -620,7 +624,7 @@ class UserObjectVariable(VariableTracker):
             raise Unsupported(f"assignment through descriptor {self.cls.__qualname__}.{name}")
         if not slot and lookup_class_attr(self.cls, "__dict__") is MISSING:
             raise raise_real(AttributeError(
-                f"{self.cls.__name__!r} object has no attribute {name!r}"))
+                f"{self.cls.__name__!r} object has no attribute {name!r}{_NO_DICT_TO_SET}"))
         if not self.is_new:
             # An input object: the ledger writes the attribute back after the graph runs.
             tx.output.side_effects.store(AttrSource(self.source, name), value, owner=self)
