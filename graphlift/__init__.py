@@ -43,8 +43,9 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
                  variables.iterators, variables.methods, variables.context, variables.symbolic,
                  variables.tensor, variables.numpy, variables.functions, variables.objects,
                  variables.builtins, variables.collections, variables.subclasses,
-                 variables.distributed, variables.callables, variables.nn_module,
-                 variables.builder, variables.regions, variables  -- VariableTrackers, one kind
+                 variables.distributed, variables.autograd, variables.callables,
+                 variables.nn_module, variables.builder, variables.regions, variables
+                 -- VariableTrackers, one kind
                  per module; the builder wraps input values with their guards and knows every
                  kind; regions replays nested compile regions
     graph:       output_graph  -- the FX graph, fake tensors, graph inputs, the backend call

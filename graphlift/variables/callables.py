@@ -23,6 +23,7 @@ from graphlift import trace_rules
 from graphlift.exc import Unsupported
 from graphlift.sources import AttrSource, Source
 from graphlift.trace_rules import Decision, Kind
+from graphlift.variables import autograd  # noqa: F401  (registers Function.apply's handler)
 from graphlift.variables.base import VariableTracker, lookup_class_attr, raise_real
 from graphlift.variables.builtins import BuiltinVariable
 from graphlift.variables.constant import wrap_constant

@@ -22,7 +22,7 @@ from graphlift.sources import (
     Source,
 )
 from graphlift.variables.base import VariableTracker
-from graphlift.variables.constant import ConstantVariable
+from graphlift.variables.constant import ConstantVariable, is_constant_value
 from graphlift.variables.containers import DictVariable, TupleVariable
 
 if TYPE_CHECKING:
@@ -30,6 +30,11 @@ if TYPE_CHECKING:
     from graphlift.translator import InstructionTranslator
 
 CO_VARARGS, CO_VARKEYWORDS = 0x04, 0x08
+
+# Python functions of torch whose calls a tracker above this module models instead of inlining
+# them (function -> handler(tx, args, kwargs)), filled by those modules at import:
+# variables/autograd.py registers ``torch.autograd.Function.apply``.
+CALL_HANDLERS: dict[Any, Any] = {}
 
 
 class CellVariable(VariableTracker):
@@ -118,6 +123,13 @@ class UserFunctionVariable(BaseUserFunctionVariable):
 
     def is_constant(self) -> bool:
         return False
+
+    def call(self, tx, args, kwargs):
+        handler = CALL_HANDLERS.get(self.fn)
+        if handler is not None:
+            return handler(tx, args, kwargs)
+        folded = call_marked_constant(tx, self.fn, self.fn, args, kwargs)
+        return folded if folded is not None else tx.inline_call(self, args, kwargs)
 
     def defaults(self, tx):
         values = self.fn.__defaults__ or ()
@@ -272,6 +284,9 @@ class LruCacheVariable(VariableTracker):
             raise Unsupported(f"{self.describe()} called with arguments that are not hashable "
                               "constants")
         wrapped = self.wrapper.__wrapped__
+        folded = call_marked_constant(tx, wrapped, self.wrapper, args, kwargs)
+        if folded is not None:
+            return folded
         fn = tx.builder.wrap(wrapped, AttrSource(self.source, "__wrapped__")) \
             if self.source is not None else UserFunctionVariable(wrapped)
         ledger = tx.output.side_effects
@@ -287,6 +302,24 @@ class LruCacheVariable(VariableTracker):
     def reconstruct(self, codegen: OutputCodegen) -> str:
         return codegen.source_expr(self.source) if self.source else \
             codegen.constant(self.wrapper)
+
+
+def call_marked_constant(tx: InstructionTranslator, marked: Any, fn: Any,
+                         args: list[VariableTracker], kwargs: dict[str, VariableTracker]
+                         ) -> VariableTracker | None:
+    """``fn(*args)`` run for real while tracing, its result a constant, when ``marked`` carries
+    torch's ``assume_constant_result`` mark (``_dynamo_marked_constant``: transformers' install
+    probes such as ``is_torch_available``) and every argument is a constant, as torch.compile
+    does; None otherwise. Like torch.compile, the result gets no guard: the mark promises it is
+    fixed for the life of the process."""
+    if not getattr(marked, "_dynamo_marked_constant", False):
+        return None
+    values = [*args, *kwargs.values()]
+    if not all(v.is_constant() for v in values):
+        return None
+    result = fn(*[a.as_constant() for a in args],
+                **{k: v.as_constant() for k, v in kwargs.items()})
+    return tx.wrap_unguarded(result) if is_constant_value(result) else None
 
 
 def _hashable(value: Any) -> bool:
