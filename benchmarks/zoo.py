@@ -46,10 +46,11 @@ import torch._dynamo.testing
 # The checkout this file is in, not whichever graphlift is installed (see capture.py).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import graphlift  # noqa: E402
-from graphlift.graph_break import listeners as break_listeners  # noqa: E402
-import graphlift.testing  # noqa: E402
 from models import hf  # noqa: E402
+
+import graphlift  # noqa: E402
+import graphlift.testing  # noqa: E402
+from graphlift.graph_break import listeners as break_listeners  # noqa: E402
 
 torch.set_num_threads(1)
 

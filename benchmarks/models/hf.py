@@ -102,7 +102,8 @@ ZOO: dict[str, Family] = {
     "opt": Family("opt", dict(ffn_dim=64, word_embed_proj_dim=32), "OPTForCausalLM", "lm"),
     "bloom": Family("bloom", dict(n_layer=2, n_head=2), "BloomForCausalLM", "lm"),
     "falcon": Family("falcon", dict(), "FalconForCausalLM", "lm"),
-    "gptj": Family("gptj", dict(n_embd=32, n_layer=2, n_head=2, n_positions=32, rotary_dim=8),
+    "gptj": Family("gptj", dict(n_embd=32, n_layer=2, n_head=2, n_positions=32, rotary_dim=8,
+                                      bos_token_id=0, eos_token_id=0),
                    "GPTJForCausalLM", "lm"),
     # mixture of experts
     "mixtral": Family("mixtral", dict(num_key_value_heads=2, num_local_experts=4,
@@ -130,7 +131,8 @@ ZOO: dict[str, Family] = {
                               num_attention_heads=2, intermediate_size=64),
                   "ViTModel", "vision", tiny_defaults=False),
     "convnext": Family("convnext", dict(num_channels=3, hidden_sizes=[8, 16], depths=[1, 1],
-                                        num_stages=2), "ConvNextModel", "vision", tiny_defaults=False),
+                                        num_stages=2), "ConvNextModel", "vision",
+                       tiny_defaults=False),
     "resnet": Family("resnet", dict(num_channels=3, embedding_size=8, hidden_sizes=[8, 16],
                                     depths=[1, 1]), "ResNetModel", "vision", tiny_defaults=False),
     # audio encoders
@@ -147,7 +149,8 @@ ZOO: dict[str, Family] = {
 }
 
 _DROPOUTS = ("dropout", "hidden_dropout_prob", "attention_probs_dropout_prob", "resid_pdrop",
-             "embd_pdrop", "attn_pdrop", "attention_dropout", "hidden_dropout", "activation_dropout",
+             "embd_pdrop", "attn_pdrop", "attention_dropout", "hidden_dropout",
+             "activation_dropout",
              "classifier_dropout", "drop_path_rate", "feat_proj_dropout", "final_dropout",
              "layerdrop", "encoder_layerdrop", "decoder_layerdrop", "summary_first_dropout",
              "dropout_rate", "ffn_dropout", "qa_dropout", "seq_classif_dropout")

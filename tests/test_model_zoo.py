@@ -1,0 +1,96 @@
+"""The transformers model zoo of issue 13 at tiny size: every family in inference, a subset in a
+training step, decoder LMs with a KV cache and in a decode step.
+
+Each entry is built from ``benchmarks/models/hf.py`` (``ZOO``: tiny configs, random weights,
+nothing downloaded) and run by the same code as ``benchmarks/zoo.py``: eager first, then compiled
+by graphlift with a counting backend (``eager``; ``aot_eager`` in training) and called twice.
+Checked: outputs (every tensor of the output, the returned cache included; in training the loss
+and every parameter's gradient) equal eager's on both calls, the second call is a cache hit, and
+the graph and break counts are no worse than torch.compile's.
+
+torch.compile's counts are recorded, not measured here: running it on every entry would make
+this file several times slower. They were measured by ``benchmarks/zoo.py --no-timing``
+(``torch._dynamo.testing.CompileCounterWithBackend`` with the same backend, breaks from
+``torch._dynamo.utils.counters["graph_break"]``) on 2026-12-01 with torch 2.13.0 and transformers
+5.24.0; rerun it after upgrading either.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import graphlift
+
+transformers = pytest.importorskip("transformers")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import zoo  # noqa: E402
+from models import hf  # noqa: E402
+
+# (family, mode) -> torch.compile's (graphs, breaks) on the first call, where they are not (1, 0).
+TORCH_COMPILE_NOT_WHOLE = {
+    ("gpt2", "train"): (2, 4),  # logger.warning_once in the loss
+}
+
+# Entries where graphlift is still worse than torch.compile: graphlift's own (graphs, breaks),
+# recorded so that a change either way is seen, and why.
+KNOWN_WORSE = {
+    # transformers' force_accelerate_hooks wraps MambaMixer.forward; its closure's list of
+    # child names is reached through the class without a source, so it has no guard and graphlift
+    # does not trace iterating it: each mixer call is a break (torch.compile guards the closure).
+    ("mamba", "eval"): (1, 4),
+    ("mamba", "decode"): (1, 4),
+    ("mamba", "train"): (1, 5),
+}
+
+TRAIN = ("gpt2", "llama", "bloom", "mixtral", "mamba", "bert", "vit", "wav2vec2", "whisper")
+DECODE = ("gpt2", "llama", "bloom", "mamba")
+ENTRIES = ([(family, "eval") for family in hf.ZOO] + [(f, "train") for f in TRAIN]
+           + [(f, "decode") for f in DECODE] + [("llama", "cache")])
+
+
+@pytest.mark.parametrize(("family", "mode"), ENTRIES, ids=[f"{f}-{m}" for f, m in ENTRIES])
+def test_zoo_entry_equals_eager_in_no_more_graphs_than_torch_compile(family, mode):
+    model, inputs = hf.build_family(family, mode)
+    target = zoo.compile_target(model, mode, inputs)
+    expected = zoo.step(target, model, mode, inputs)
+    graphlift.reset()
+    try:
+        with zoo.collecting_breaks() as breaks:
+            compiled, captured = zoo.compile_graphlift(target, zoo.BACKENDS[mode], breaks)
+            got = zoo.step(compiled, model, mode, inputs)
+            first = captured()
+            again = zoo.step(compiled, model, mode, inputs)
+            second = captured()
+    finally:
+        graphlift.reset()
+    assert zoo.all_close(got, expected), "first call differs from eager"
+    assert zoo.all_close(again, expected), "second call differs from eager"
+    assert len(expected) > (1 if mode == "train" else 0)  # gradients, or outputs, were compared
+    assert second.graphs == first.graphs, "the second call compiled again"
+    if (family, mode) in KNOWN_WORSE:
+        assert (first.graphs, first.breaks) == KNOWN_WORSE[family, mode]
+        return
+    their_graphs, their_breaks = TORCH_COMPILE_NOT_WHOLE.get((family, mode), (1, 0))
+    assert first.graphs <= their_graphs and first.breaks <= their_breaks, \
+        [b.explanation for b in breaks]
+    assert first.ops > 0
+
+
+def test_the_zoo_has_every_kind_issue_13_asks_for():
+    kinds = {hf.ZOO[f].kind for f in hf.ZOO}
+    assert len(hf.ZOO) >= 20
+    assert {"lm", "encoder", "seq2seq", "vision", "audio", "speech2seq"} <= kinds
+    assert {"mixtral", "qwen2_moe", "mamba", "bloom", "vit", "wav2vec2", "whisper"} <= set(hf.ZOO)
+
+
+def test_tensors_of_walks_outputs_and_caches():
+    model, inputs = hf.build_family("llama", "cache")
+    with torch.no_grad():
+        out = model(**inputs)
+    found = zoo.tensors_of(out)
+    # logits, then a key and a value per layer of the returned cache
+    assert len(found) == 1 + 2 * model.config.num_hidden_layers
