@@ -1,7 +1,7 @@
 """How much of torch.compile's graph graphlift captures on real models, side by side.
 
-For each model family of ``transformers`` (built from a tiny config with random weights: nothing
-is downloaded) and each model of the zoo, one forward under ``no_grad`` in eval mode is run
+For each model family of the transformers zoo (``benchmarks/models/hf.py``: tiny configs with
+random weights, nothing downloaded), one forward under ``no_grad`` in eval mode is run
 eagerly, under graphlift and under torch.compile, both with a counting backend (graphs run
 eagerly). Reported per model: graphs, graph breaks and operations (call nodes) of each, whether
 graphlift's output equals eager's, and graphlift's operations as a share of torch.compile's. The
@@ -12,7 +12,8 @@ total line sums the operations over all models.
     .venv/bin/python benchmarks/capture.py --markdown     # the README table
 
 A share near 100% with equal outputs is what counts; a share near 0% with equal outputs means the
-model ran eagerly (correct, but nothing was compiled).
+model ran eagerly (correct, but nothing was compiled). ``benchmarks/zoo.py`` runs the same
+families in every mode (a KV cache, a decode step, a training step) and times them.
 """
 
 from __future__ import annotations
@@ -35,36 +36,16 @@ import torch._dynamo.testing
 # The checkout this file is in, not whichever graphlift is installed: run as a script, Python
 # puts benchmarks/ (not the working directory) first on the path.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from models import hf  # noqa: E402
+
 import graphlift  # noqa: E402
 
 torch.set_num_threads(1)
 
-TINY = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=32)
-
-# family -> (config overrides on TINY, model class name). One row per model family; decoder
-# families use their causal-LM head, encoders the bare model, seq2seq the conditional-generation
-# model (given decoder inputs).
-FAMILIES: dict[str, tuple[dict, str]] = {
-    "gpt2": (dict(n_embd=32, n_layer=2, n_head=2, n_positions=32), "GPT2LMHeadModel"),
-    "llama": (dict(num_key_value_heads=2), "LlamaForCausalLM"),
-    "mistral": (dict(num_key_value_heads=2), "MistralForCausalLM"),
-    "qwen2": (dict(num_key_value_heads=2), "Qwen2ForCausalLM"),
-    "gemma": (dict(num_key_value_heads=2, head_dim=16), "GemmaForCausalLM"),
-    "phi": (dict(), "PhiForCausalLM"),
-    "gpt_neox": (dict(), "GPTNeoXForCausalLM"),
-    "opt": (dict(ffn_dim=64, word_embed_proj_dim=32), "OPTForCausalLM"),
-    "bert": (dict(), "BertModel"),
-    "roberta": (dict(), "RobertaModel"),
-    "distilbert": (dict(dim=32, n_layers=2, n_heads=2, hidden_dim=64), "DistilBertModel"),
-    "albert": (dict(embedding_size=16), "AlbertModel"),
-    "electra": (dict(embedding_size=16), "ElectraModel"),
-    "t5": (dict(d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2), "T5Model"),
-    "bart": (dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
-                  decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64),
-             "BartModel"),
-}
-SEQ2SEQ = {"t5", "bart"}
+# The families of the zoo (benchmarks/models/hf.py, ZOO), in inference only; benchmarks/zoo.py
+# runs them in every mode and times them.
+FAMILIES = hf.ZOO
 
 
 @dataclass
@@ -78,21 +59,7 @@ class Capture:
 
 
 def build_family(family: str) -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
-    import transformers
-
-    overrides, class_name = FAMILIES[family]
-    config = transformers.AutoConfig.for_model(family, **{**TINY, **overrides})
-    config.use_cache = False
-    config._attn_implementation = "eager"
-    for name in ("dropout", "hidden_dropout_prob", "attention_probs_dropout_prob"):
-        if hasattr(config, name):
-            setattr(config, name, 0.0)
-    model = getattr(transformers, class_name)(config).eval()
-    ids = torch.randint(3, TINY["vocab_size"], (2, 8))
-    inputs = {"input_ids": ids}
-    if family in SEQ2SEQ:
-        inputs["decoder_input_ids"] = ids[:, :4]
-    return model, inputs
+    return hf.build_family(family, "eval")
 
 
 def first_tensor(value: object) -> torch.Tensor:
@@ -123,7 +90,7 @@ def run_torch_compile(model: torch.nn.Module, inputs: dict) -> Capture:
     counter = torch._dynamo.testing.CompileCounter()
     with torch.no_grad():
         torch.compile(model, backend=counter)(**inputs)
-    breaks = sum(len(v) for v in torch._dynamo.utils.counters["graph_break"].values())
+    breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
     torch._dynamo.utils.counters.clear()
     return Capture(counter.frame_count, breaks, counter.op_count)
 
