@@ -68,8 +68,10 @@ def apply_node(cls: type) -> Callable[..., Any]:
     """The graph node's target for ``cls.apply``: a function of this module named after cls."""
     target = _APPLY_NODES.get(cls)
     if target is None:
+        owner = weakref.ref(cls)  # the table's value must not keep its key alive
+
         def target(*args: Any) -> Any:
-            return cls.apply(*args)
+            return owner().apply(*args)
 
         target.__name__ = target.__qualname__ = f"{cls.__name__}_apply"
         _APPLY_NODES[cls] = target
