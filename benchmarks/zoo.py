@@ -17,7 +17,10 @@ backend wrapped in a counter. Reported per entry: graphs, graph breaks and opera
 call_function/call_method/call_module nodes of the graphs the backend receives) of each system;
 graphlift's operations as a share of torch.compile's; whether graphlift's outputs (and gradients)
 equal eager's; and the per-call time on a cache hit of eager, graphlift and torch.compile, taken
-in turns (eager, graphlift, torch.compile, eager, ...) in one run, medians, one thread.
+in turns (eager, graphlift, torch.compile, eager, ...) in one run, medians, one thread. Times are
+the process's CPU time (``time.process_time``) by default, so that other jobs on a loaded machine
+are not counted (wall-clock medians of 2 ms calls came out as the scheduler's time slice at a
+load of 14 on 2 cores); ``--clock wall`` takes ``perf_counter`` instead.
 
     .venv/bin/python benchmarks/zoo.py                      # every family and mode
     .venv/bin/python benchmarks/zoo.py llama bert --modes eval,train
@@ -202,8 +205,11 @@ def first_calls(name: str, compiled: Callable, captured: Callable[[], Capture], 
         return Capture(error=f"{name}: {type(error).__name__}: {error}"[:120]), False
 
 
-def time_calls(systems: dict[str, Callable], model, mode, inputs, repeats: int
-               ) -> dict[str, float]:
+CLOCKS = {"cpu": time.process_time, "wall": time.perf_counter}
+
+
+def time_calls(systems: dict[str, Callable], model, mode, inputs, repeats: int,
+               clock: Callable[[], float] = time.process_time) -> dict[str, float]:
     """Median µs per call of each system, taken in turns; inputs are made outside the timer."""
     samples: dict[str, list[float]] = {name: [] for name in systems}
     grad = torch.enable_grad() if mode == "train" else torch.no_grad()
@@ -213,17 +219,17 @@ def time_calls(systems: dict[str, Callable], model, mode, inputs, repeats: int
                 args = hf.fresh_inputs(inputs)
                 if mode == "train":
                     model.zero_grad(set_to_none=True)
-                    start = time.perf_counter()
+                    start = clock()
                     fn(model, args).backward()
                 else:
-                    start = time.perf_counter()
+                    start = clock()
                     fn(**args)
-                samples[name].append(time.perf_counter() - start)
+                samples[name].append(clock() - start)
     return {name: 1e6 * statistics.median(s) for name, s in samples.items()}
 
 
 def measure(family: str, mode: str, timing: bool = True, with_torch: bool = True,
-            repeats: int = 15) -> Entry:
+            repeats: int = 15, clock: Callable[[], float] = time.process_time) -> Entry:
     """One zoo entry: counts, correctness and (with ``timing``) per-call times."""
     entry = Entry(family, mode)
     model, inputs = hf.build_family(family, mode)
@@ -246,7 +252,7 @@ def measure(family: str, mode: str, timing: bool = True, with_torch: bool = True
         if entry.torch_compile.error is None:
             systems["torch.compile"] = theirs
     if timing and entry.graphlift.error is None:
-        entry.times_us = time_calls(systems, model, mode, inputs, repeats)
+        entry.times_us = time_calls(systems, model, mode, inputs, repeats, clock)
     torch._dynamo.reset()
     graphlift.reset()
     return entry
@@ -310,6 +316,8 @@ def main() -> None:
     parser.add_argument("--no-timing", action="store_true", help="counts and correctness only")
     parser.add_argument("--no-torch", action="store_true", help="skip torch.compile")
     parser.add_argument("--repeats", type=int, default=15, help="timed calls per system")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu",
+                        help="cpu: the process's CPU time (default); wall: perf_counter")
     options = parser.parse_args()
     warnings.filterwarnings("ignore")
     logging.getLogger("torch._dynamo").setLevel(logging.ERROR)
@@ -322,7 +330,8 @@ def main() -> None:
                 continue
             with contextlib.redirect_stdout(io.StringIO()):
                 entry = measure(family, mode, timing=not options.no_timing,
-                                with_torch=not options.no_torch, repeats=options.repeats)
+                                with_torch=not options.no_torch, repeats=options.repeats,
+                                clock=CLOCKS[options.clock])
             entries.append(entry)
             print(f"  {family} {mode}: graphlift {entry.graphlift.cell()}  torch.compile "
                   f"{entry.torch_compile.cell()}  equal {entry.equal}  {entry.times_us}",
