@@ -148,10 +148,22 @@ class UserFunctionVariable(BaseUserFunctionVariable):
     def closure_cells(self, tx):
         cells = self.fn.__closure__ or ()
         if self.source is None:
-            return [CellVariable(_wrap_unsourced(tx, c.cell_contents)) for c in cells]
+            return [self._unsourced_cell(tx, i, c) for i, c in enumerate(cells)]
         base = AttrSource(self.source, "__closure__")
         return [CellVariable(contents_source=AttrSource(ItemSource(base, i), "cell_contents"),
                              real_cell=c) for i, c in enumerate(cells)]
+
+    def _unsourced_cell(self, tx, index: int, cell: types.CellType) -> CellVariable:
+        """A cell of a function reached without a source (a method read through a guarded
+        class). A list in it (a decorator's list of names) must be guarded to be traced, so it
+        is read through the path to the function from its module, when there is one."""
+        if type(cell.cell_contents) is list:
+            source = definition_source(self.fn)
+            if source is not None:
+                closure = ItemSource(AttrSource(source, "__closure__"), index)
+                return CellVariable(contents_source=AttrSource(closure, "cell_contents"),
+                                    real_cell=cell)
+        return CellVariable(_wrap_unsourced(tx, cell.cell_contents))
 
     def globals_source(self) -> Source | None:
         imported = module_globals_source(self.globals)
@@ -173,6 +185,25 @@ def module_globals_source(globals_dict: dict[str, Any]) -> Source | None:
         if module is not None and getattr(module, "__dict__", None) is globals_dict:
             return ModuleGlobalsSource(name, globals_dict)
     return None
+
+
+def definition_source(fn: types.FunctionType) -> Source | None:
+    """A source reading ``fn`` from its module by its qualified name (``Class.method``, through
+    the class's ``__dict__`` values), if that path leads to ``fn`` itself."""
+    module = sys.modules.get(getattr(fn, "__module__", None) or "")
+    qualname = getattr(fn, "__qualname__", "")
+    if module is None or "<" in qualname:
+        return None
+    source = module_globals_source(vars(module))
+    if source is None:
+        return None
+    first, *rest = qualname.split(".")
+    value, source = vars(module).get(first), ItemSource(source, first)
+    for name in rest:
+        if not isinstance(value, type) or name not in vars(value):
+            return None
+        value, source = vars(value)[name], AttrSource(source, name)
+    return source if value is fn else None
 
 
 def _wrap_unsourced(tx: InstructionTranslator, value: Any) -> VariableTracker:
