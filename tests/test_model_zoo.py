@@ -49,7 +49,10 @@ KNOWN_WORSE = {
     ("mamba", "train"): (1, 5),
 }
 
-TRAIN = ("gpt2", "llama", "bloom", "mixtral", "mamba", "bert", "vit", "wav2vec2", "whisper")
+# Training steps (aot_eager) cost most: a subset, one per cause seen (GPT-2: warning_once in the
+# loss; BLOOM: a custom autograd.Function; Mamba and Wav2Vec2: the known breaks) and a vision
+# encoder. benchmarks/zoo.py runs every family's training step.
+TRAIN = ("gpt2", "bloom", "mamba", "vit", "wav2vec2")
 DECODE = ("gpt2", "llama", "bloom", "mamba")
 ENTRIES = ([(family, "eval") for family in hf.ZOO] + [(f, "train") for f in TRAIN]
            + [(f, "decode") for f in DECODE] + [("llama", "cache")])
