@@ -33,9 +33,7 @@ from models import hf  # noqa: E402
 # (family, mode) -> torch.compile's (graphs, breaks) on the first call, where they are not (1, 0).
 TORCH_COMPILE_NOT_WHOLE = {
     ("gpt2", "train"): (2, 4),  # logger.warning_once in the loss
-    # ``hidden_states.requires_grad = True`` in Wav2Vec2FeatureEncoder (training only):
-    # graphlift refuses the attribute store on a tensor (2 breaks, the frame runs eagerly)
-    ("wav2vec2", "train"): (3, 3),
+    ("wav2vec2", "train"): (3, 3),  # requires_grad = True on a tensor (see KNOWN_WORSE)
 }
 
 # Entries where graphlift is still worse than torch.compile: graphlift's own (graphs, breaks),
@@ -49,6 +47,10 @@ KNOWN_WORSE = {
     ("mamba", "eval"): (10, 17),
     ("mamba", "decode"): (8, 15),
     ("mamba", "train"): (10, 18),
+    # ``hidden_states.requires_grad = True`` in Wav2Vec2FeatureEncoder (training only): an
+    # attribute store on a tensor, refused; on the latest main the frames around it are compiled
+    # on their own (81 ops, torch.compile 80, but 4 graphs and 5 breaks against its 3 and 3).
+    ("wav2vec2", "train"): (4, 5),
 }
 
 # Training steps (aot_eager) cost most: a subset, one per cause seen (GPT-2: warning_once in the
