@@ -156,6 +156,8 @@ def test_a_disabled_function_is_a_graph_break_and_runs_eagerly(disable):
         assert "talks to the parameter server" in record.explanation
 
 
+@pytest.mark.xfail(sys.version_info >= (3, 13), strict=True,
+                   reason="no call-site rewrite for 3.13 yet (eager_callees): callees run eagerly")
 def test_disable_not_recursive_compiles_what_it_calls():
     def make():
         def leaf(x):

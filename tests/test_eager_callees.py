@@ -19,6 +19,11 @@ import graphlift
 from graphlift import bytecode, eager_callees
 from graphlift.testing import CompileCounter
 
+# The call-site rewrite exists for 3.11 and 3.12; on 3.13 an eager frame runs its original code
+# (eager_callees.NotRoutable, logged), so its callees stay uncompiled there.
+pytestmark = pytest.mark.skipif(bytecode.VERSION not in eager_callees._METHOD_LOADS,
+                                reason="no call-site rewrite for this Python version yet")
+
 
 @pytest.fixture(autouse=True)
 def clean():

@@ -24,6 +24,7 @@ import pytest
 import torch
 
 import graphlift
+from graphlift import bytecode, eager_callees
 
 transformers = pytest.importorskip("transformers")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -52,6 +53,11 @@ KNOWN_WORSE = {
     # on their own (81 ops, torch.compile 80, but 4 graphs and 5 breaks against its 3 and 3).
     ("wav2vec2", "train"): (4, 5),
 }
+# Where the eager frames' call sites cannot be routed (Python 3.13: eager_callees has no rewrite
+# for it yet), the frames run eagerly at those breaks call nothing compiled: fewer graphs.
+if bytecode.VERSION not in eager_callees._METHOD_LOADS:
+    KNOWN_WORSE.update({("mamba", "eval"): (1, 4), ("mamba", "decode"): (1, 4),
+                        ("mamba", "train"): (1, 5), ("wav2vec2", "train"): (1, 2)})
 
 # Training steps (aot_eager) cost most: a subset, one per cause seen (GPT-2: warning_once in the
 # loss; BLOOM: a custom autograd.Function; Mamba and Wav2Vec2: the known breaks) and a vision
