@@ -49,7 +49,9 @@ from graphlift.variables.objects import (
     SuperVariable,
     UserObjectVariable,
     call_builtin_descriptor,
+    call_unary_dunder,
     new_object,
+    user_operand,
 )
 from graphlift.variables.symbolic import int_of, size_variable
 from graphlift.variables.tensor import TensorVariable, call_torch
@@ -119,6 +121,8 @@ def _tensor_math(name: str) -> Callable:
     op = {"abs": operator.abs, "pow": operator.pow}[name]
 
     def handler(tx, args, kwargs):
+        if name == "abs" and len(args) == 1 and user_operand(*args):
+            return call_unary_dunder(tx, op, args[0])  # abs(obj) is type(obj).__abs__(obj)
         if any(isinstance(a, TensorVariable) for a in args):
             return call_torch(tx, "call_function", op, args, kwargs)
         return fold(getattr(builtins, name), args, kwargs)
@@ -215,7 +219,23 @@ def _reversed(tx, args, kwargs):
         raise raise_real(TypeError(f"'{_iterator_name(seq)}' object is not reversible"))
     if isinstance(seq, ListVariable) and seq.python_type() is list:
         return ReversedListIteratorVariable(seq)  # live: the loop body may change the list
+    if isinstance(seq, UserObjectVariable):
+        return _reversed_protocol(tx, seq)
     return _iterator(list(reversed(_items(tx, seq))))
+
+
+def _reversed_protocol(tx, seq: UserObjectVariable) -> VariableTracker:
+    """``reversed(obj)``: the class's ``__reversed__``, else ``__len__`` and ``__getitem__``
+    from the last index down (not the iteration protocol, which may go further)."""
+    method = seq.special_method(tx, "__reversed__")
+    if method is not None:
+        return method.call(tx, [], {})
+    length, getitem = seq.special_method(tx, "__len__"), seq.special_method(tx, "__getitem__")
+    if length is None or getitem is None:
+        raise raise_real(TypeError(f"'{seq.python_type().__name__}' object is not reversible"))
+    count = length.call(tx, [], {}).as_constant()
+    return _iterator([getitem.call(tx, [ConstantVariable(i)], {})
+                      for i in reversed(range(count))])
 
 
 def _iterator_name(iterator: IteratorVariable) -> str:

@@ -12,6 +12,7 @@ import enum
 import functools
 import logging
 import sys
+import operator
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -649,6 +650,47 @@ class UserObjectVariable(VariableTracker):
         attrs = ", ".join(f"{name!r}: {value.reconstruct(codegen)}"
                           for name, value in self.attrs.items())
         return f"{codegen.constant(rebuild_object)}({codegen.constant(self.cls)}, {{{attrs}}})"
+
+
+def user_operand(*operands: VariableTracker) -> bool:
+    """Whether an operator's operands include an object of a plain user class, whose special
+    methods Python tries before a tensor's (a builtin subclass, or a class with
+    ``__torch_function__``, goes the tensor's or the builtin's way)."""
+    return any(isinstance(v, UserObjectVariable) and builtin_base(v.cls) is None and
+               not hasattr(v.cls, "__torch_function__") for v in operands)
+
+
+# The unary operators and their symbols in CPython's TypeError.
+_UNARY_SYMBOLS = {operator.neg: "-", operator.pos: "+", operator.invert: "~",
+                  operator.abs: "abs()"}
+
+
+# Binary operators and their symbols in CPython's TypeError (the in-place forms say ``+=``).
+BINARY_SYMBOLS = {
+    operator.add: "+", operator.sub: "-", operator.mul: "*", operator.matmul: "@",
+    operator.truediv: "/", operator.floordiv: "//", operator.mod: "%", operator.pow: "** or pow()",
+    operator.lshift: "<<", operator.rshift: ">>", operator.and_: "&", operator.or_: "|",
+    operator.xor: "^", operator.iadd: "+=", operator.isub: "-=", operator.imul: "*=",
+    operator.imatmul: "@=", operator.itruediv: "/=", operator.ifloordiv: "//=",
+    operator.imod: "%=", operator.ipow: "**=", operator.ilshift: "<<=", operator.irshift: ">>=",
+    operator.iand: "&=", operator.ior: "|=", operator.ixor: "^=",
+}
+
+
+def binary_type_error(op: Any, left: VariableTracker, right: VariableTracker) -> Exception:
+    """The TypeError of ``left op right`` when neither side's special method applies."""
+    return raise_real(TypeError(f"unsupported operand type(s) for {BINARY_SYMBOLS[op]}: "
+                                f"'{left.python_type().__name__}' and "
+                                f"'{right.python_type().__name__}'"))
+
+
+def call_unary_dunder(tx, op: Any, value: UserObjectVariable) -> VariableTracker:
+    """``-obj``, ``+obj``, ``~obj``, ``abs(obj)``: the class's special method."""
+    method = value.special_method(tx, f"__{op.__name__}__")
+    if method is None:
+        raise raise_real(TypeError(f"bad operand type for {_UNARY_SYMBOLS[op]}: "
+                                   f"'{value.cls.__name__}'"))
+    return method.call(tx, [], {})
 
 
 def rebuild_object(cls: type, attrs: dict[str, Any]) -> Any:
