@@ -300,10 +300,38 @@ def _reduce_binary(op: Callable, name: str) -> Callable:
     return handler
 
 
+def _one_element_tensors(items: list[VariableTracker]) -> bool:
+    """Tensors of one element, all of one shape, dtype, device and requires_grad (known
+    statically; the result's requires_grad is then eager's whichever item is picked)."""
+    if not items or not all(isinstance(i, TensorVariable) for i in items):
+        return False
+    first = items[0].fake
+    return all(isinstance(i.fake.numel(), int) and i.fake.numel() == 1 and
+               i.fake.shape == first.shape and i.fake.dtype == first.dtype and
+               i.fake.device == first.device and i.fake.requires_grad == first.requires_grad
+               for i in items)
+
+
+def _select_extreme(tx, fn: Callable, items: list[VariableTracker]) -> VariableTracker:
+    """``min(a, b, ...)`` of one-element tensors as Python computes it: keep the first, and
+    replace it by a later item where ``item < kept`` (``>`` for max) holds, in the graph as
+    ``torch.where`` (NaN and ties pick what eager picks). The result is a new tensor of the
+    same value, not one of the inputs, as under torch.compile."""
+    compare = operator.lt if fn is min else operator.gt
+    kept = items[0]
+    for item in items[1:]:
+        condition = call_torch(tx, "call_function", compare, [item, kept], {})
+        kept = call_torch(tx, "call_function", torch.where, [condition, item, kept], {})
+    return kept
+
+
 def _min_max(fn: Callable) -> Callable:
-    """min/max of constants fold; of tensors they compare data, so they break."""
+    """min/max of constants fold; of one-element tensors of one shape they select in the
+    graph; of other mixes they compare data, so they break."""
     def handler(tx, args, kwargs):
         items = _items(tx, args[0]) if len(args) == 1 else list(args)
+        if not kwargs and _one_element_tensors(items):
+            return _select_extreme(tx, fn, items)
         if kwargs or not all(i.is_constant() for i in items):
             raise Unsupported(f"{fn.__name__}() over values that are not constants",
                               break_type="data_dependent")

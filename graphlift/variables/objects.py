@@ -13,6 +13,7 @@ import functools
 import logging
 import sys
 import operator
+import os
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,7 @@ import torch
 
 from graphlift import trace_rules
 from graphlift.exc import Unsupported
-from graphlift.sources import AttrSource
+from graphlift.sources import AttrSource, EnvironSource
 from graphlift.trace_rules import is_torch_module
 from graphlift.variables.base import (
     MISSING,
@@ -650,6 +651,57 @@ class UserObjectVariable(VariableTracker):
         attrs = ", ".join(f"{name!r}: {value.reconstruct(codegen)}"
                           for name, value in self.attrs.items())
         return f"{codegen.constant(rebuild_object)}({codegen.constant(self.cls)}, {{{attrs}}})"
+
+
+class EnvironVariable(UserObjectVariable):
+    """``os.environ``: a read folds to the variable's value while tracing, guarded on that
+    value (``os.environ.get('X') is None``), so setting or changing the variable recompiles.
+    Reads are ``os.environ.get(name[, default])``, ``name in os.environ`` and
+    ``os.environ[name]``; writes and iteration (the whole environment) are refused."""
+
+    def _read(self, tx, key: VariableTracker) -> str | None:
+        name = key.as_constant() if key.is_constant() else None
+        if not isinstance(name, str):
+            raise Unsupported(f"os.environ read with the key {key!r}")
+        value = os.environ.get(name)
+        tx.guards.constant_match(EnvironSource(name), value)
+        return value
+
+    def getitem(self, tx, index: VariableTracker) -> VariableTracker:
+        value = self._read(tx, index)
+        if value is None:
+            raise raise_real(KeyError(index.as_constant()))
+        return ConstantVariable(value)
+
+    def contains(self, tx, item: VariableTracker) -> bool:
+        return self._read(tx, item) is not None
+
+    def var_getattr(self, tx, name):
+        if name == "get":
+            return _EnvironGetVariable(self)
+        raise Unsupported(f"os.environ.{name}: only get, 'in' and subscripts are folded")
+
+    def setitem(self, tx, index, value) -> None:
+        raise Unsupported("a write to os.environ", break_type="side_effect")
+
+    def delitem(self, tx, index) -> None:
+        raise Unsupported("a write to os.environ", break_type="side_effect")
+
+
+class _EnvironGetVariable(VariableTracker):
+    """``os.environ.get``, bound."""
+
+    def __init__(self, environ: EnvironVariable) -> None:
+        super().__init__()
+        self.environ = environ
+
+    def call(self, tx, args, kwargs):
+        if kwargs or not 1 <= len(args) <= 2:
+            raise Unsupported("os.environ.get takes a name and an optional default")
+        value = self.environ._read(tx, args[0])
+        if value is None:
+            return args[1] if len(args) > 1 else ConstantVariable(None)
+        return ConstantVariable(value)
 
 
 def user_operand(*operands: VariableTracker) -> bool:
