@@ -457,6 +457,11 @@ def _unguarded_lru_cache(tx: InstructionTranslator, value: Any) -> VariableTrack
     return LruCacheVariable(value)
 
 
+def _unguarded_environ(tx: InstructionTranslator, value: Any) -> VariableTracker:
+    """``os.environ``: each variable read guards its own value."""
+    return EnvironVariable(value)
+
+
 def _unguarded_object(tx: InstructionTranslator, value: Any) -> VariableTracker:
     """Any other object, its attributes read through it."""
     return UserObjectVariable(value)
@@ -487,7 +492,7 @@ UNGUARDED_ROWS = (
     # Members are singletons: constants (an IntEnum member is not an exact int).
     (lambda v: isinstance(v, enum.Enum), _unguarded_constant),
     # Reached through a guarded os module: each read is guarded on its own.
-    (lambda v: v is os.environ, lambda tx, v: EnvironVariable(v)),
+    (lambda v: v is os.environ, _unguarded_environ),
     # Last, and matches everything: any other object is a user object.
     (lambda v: True, _unguarded_object),
 )
