@@ -75,6 +75,7 @@ from graphlift.variables.objects import (
     binary_type_error,
     bind_class_attr,
     call_unary_dunder,
+    gives_way,
     user_operand,
 )
 from graphlift.variables.regions import call_region, region_of
@@ -747,10 +748,10 @@ class InstructionTranslator:
             return numpy_operator(self, op, [left, right])
         if user_operand(left, right):  # Num(x) + x: the class's dunder before the tensor's
             result = self.user_dunder(op, left, right)
-            if result is None and op in BINARY_SYMBOLS:
-                raise binary_type_error(op, left, right)
             if result is not None:
                 return result
+            if op in BINARY_SYMBOLS and all(gives_way(v) for v in (left, right)):
+                raise binary_type_error(op, left, right)
         if isinstance(left, TensorVariable) or isinstance(right, TensorVariable):
             return call_torch(self, "call_function", op, [left, right], {})
         if op in (operator.add, operator.iadd) and is_tuple_concat(left, right):

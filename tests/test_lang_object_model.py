@@ -1746,6 +1746,8 @@ FAMILY_FALLBACKS = {
     "dunder_unhashable": "hash() of a user object",
     "dunder_index_protocol": "__index__ of a user object as a list index",
     "dunder_operator_module": "operator.add on user objects",
+    "dunder_str_percent_of_object": "str % a user object",
+    "dunder_sequence_times_index_object": "a list times an object with __index__",
     "sub_tuple_sub_hash_eq": "hash() of a tuple subclass object",
     "sub_float_sub": "a float subclass object in a tensor operation",
     "sub_int_sub_arith": "an int subclass object in a tensor operation",
@@ -2153,6 +2155,8 @@ DUNDER_ROWS = [
     ("operator_module", lambda x: (operator.add(Num(x), 1).v,
                                    operator.lt(Num(x), x + 1))),
     ("unsupported_operand", lambda x: Bits8(1) + 1),
+    ("str_percent_of_object", lambda x: "%d items" % Bits8(3)),  # noqa: UP031
+    ("sequence_times_index_object", lambda x: [0] * Bits8(2)),
     ("sum_of_objects", lambda x: sum([Num(x), Num(x)], 0).v),
 ]
 

@@ -37,6 +37,7 @@ from graphlift.variables.exceptions import ExceptionVariable
 from graphlift.variables.functions import UserFunctionVariable, UserMethodVariable
 from graphlift.variables.methods import call_builtin_method
 from graphlift.variables.symbolic import SymNodeVariable
+from graphlift.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
     from graphlift.codegen import OutputCodegen
@@ -727,6 +728,17 @@ BINARY_SYMBOLS = {
     operator.imod: "%=", operator.ipow: "**=", operator.ilshift: "<<=", operator.irshift: ">>=",
     operator.iand: "&=", operator.ior: "|=", operator.ixor: "^=",
 }
+
+
+def gives_way(operand: VariableTracker) -> bool:
+    """An operand whose own special methods return NotImplemented for a plain user object: a
+    tensor, a number, None, or a user object (a str's ``%`` or a list's ``*`` might accept it)."""
+    if user_operand(operand) or isinstance(operand, TensorVariable):
+        return True
+    return operand.is_constant() and type(operand.as_constant()) in _NUMBERS
+
+
+_NUMBERS = (int, float, complex, bool, type(None))
 
 
 def binary_type_error(op: Any, left: VariableTracker, right: VariableTracker) -> Exception:
