@@ -3116,6 +3116,8 @@ _TRACED_BY_TORCH_COMPILE = (
     "builtin_dir_contains",
     "builtin_id_of_same_object",
     "builtin_min_of_tensor_and_number",
+    "dunder_str_percent_of_object",
+    "dunder_sequence_times_index_object",
     "torch_obj_module_returned",
 )
 TORCH_COMPILE_DIFFERS.update({
