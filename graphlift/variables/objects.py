@@ -11,9 +11,9 @@ import collections
 import enum
 import functools
 import logging
-import sys
 import operator
 import os
+import sys
 import types
 from typing import TYPE_CHECKING, Any
 
