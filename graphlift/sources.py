@@ -33,6 +33,7 @@ class SourceKind(enum.Enum):
     VIEW_DICT = "view_dict"  # the dict that a dict_keys/dict_values/dict_items view shows
     FLOAT_TENSOR = "float_tensor"  # a float of another source, as a 0-d float64 tensor
     NUMPY_TENSOR = "numpy_tensor"  # an ndarray of another source, as the tensor over its memory
+    ENVIRON = "environ"  # an environment variable's value, os.environ.get(name) (None if unset)
 
 
 @dataclass(frozen=True)
@@ -307,6 +308,21 @@ class NumpyTensorSource(Source):
 
     def root(self) -> Source:
         return self.base.root()
+
+
+@dataclass(frozen=True)
+class EnvironSource(Source):
+    """The value of one environment variable, or None when it is unset: what a trace that read
+    ``os.environ`` relied on (guarded, so setting the variable recompiles)."""
+
+    variable: str
+    kind = SourceKind.ENVIRON
+
+    def name(self) -> str:
+        return f"os.environ.get({self.variable!r})"
+
+    def expr(self) -> str:
+        return f"__import__('os').environ.get({self.variable!r})"
 
 
 def is_pinned(source: Source) -> bool:

@@ -68,10 +68,15 @@ from graphlift.variables.iterators import GeneratorVariable, iterator_of
 from graphlift.variables.nn_module import NNModuleVariable
 from graphlift.variables.numpy import has_array, numpy_operator
 from graphlift.variables.objects import (
+    BINARY_SYMBOLS,
     ClassVariable,
     InputInstanceDictVariable,
     UserObjectVariable,
+    binary_type_error,
     bind_class_attr,
+    call_unary_dunder,
+    gives_way,
+    user_operand,
 )
 from graphlift.variables.regions import call_region, region_of
 from graphlift.variables.symbolic import (
@@ -741,6 +746,12 @@ class InstructionTranslator:
             op = OUT_OF_PLACE[op]
         if has_array(left, right):  # NumPy semantics, through torch._numpy
             return numpy_operator(self, op, [left, right])
+        if user_operand(left, right):  # Num(x) + x: the class's dunder before the tensor's
+            result = self.user_dunder(op, left, right)
+            if result is not None:
+                return result
+            if op in BINARY_SYMBOLS and all(gives_way(v) for v in (left, right)):
+                raise binary_type_error(op, left, right)
         if isinstance(left, TensorVariable) or isinstance(right, TensorVariable):
             return call_torch(self, "call_function", op, [left, right], {})
         if op in (operator.add, operator.iadd) and is_tuple_concat(left, right):
@@ -822,7 +833,9 @@ class InstructionTranslator:
 
     def unary(self, op: Any) -> None:
         value = self.pop()
-        if has_array(value):
+        if user_operand(value):  # -Num(x): the class's __neg__
+            self.push(call_unary_dunder(self, op, value))
+        elif has_array(value):
             self.push(numpy_operator(self, op, [value]))
         elif isinstance(value, (TensorVariable, SymNodeVariable)):
             self.push(call_torch(self, "call_function", op, [value], {}))
@@ -852,6 +865,8 @@ class InstructionTranslator:
         op = COMPARE_OPS[symbol]
         if has_array(left, right):
             return numpy_operator(self, op, [left, right])
+        if user_operand(left, right):  # Num(x) < x: the class's __lt__ before the tensor's
+            return self.user_comparison(symbol, left, right)
         if isinstance(left, TensorVariable) or isinstance(right, TensorVariable) or \
                 symbolic_operands(left, right):
             return call_torch(self, "call_function", op, [left, right], {})
@@ -871,6 +886,21 @@ class InstructionTranslator:
     def user_comparison(self, symbol: str, left: VariableTracker, right: VariableTracker) -> \
             VariableTracker:
         """``a == b`` on user objects: ``__eq__``, then the reflected method, then identity."""
+        result = self.comparison_dunder(symbol, left, right)
+        if result is not None:
+            return result
+        if symbol in ("==", "!="):
+            return ConstantVariable(is_same(self, left, right) == (symbol == "=="))
+        if isinstance(left, UserObjectVariable) or isinstance(right, UserObjectVariable):
+            raise raise_real(TypeError(f"'{symbol}' not supported between instances of "
+                                       f"'{left.python_type().__name__}' and "
+                                       f"'{right.python_type().__name__}'"))
+        raise Unsupported(f"comparison {symbol} of {left!r} and {right!r}")
+
+    def comparison_dunder(self, symbol: str, left: VariableTracker, right: VariableTracker) -> \
+            VariableTracker | None:
+        """The user class's comparison method, then the reflected one; None when both are
+        absent or give NotImplemented."""
         name, reflected = COMPARE_DUNDERS[symbol]
         for obj, dunder, other in ((left, name, right), (right, reflected, left)):
             if isinstance(obj, UserObjectVariable):
@@ -880,13 +910,7 @@ class InstructionTranslator:
                 result = method.call(self, [other], {})
                 if not (result.is_constant() and result.as_constant() is NotImplemented):
                     return result
-        if symbol in ("==", "!="):
-            return ConstantVariable(is_same(self, left, right) == (symbol == "=="))
-        if isinstance(left, UserObjectVariable) or isinstance(right, UserObjectVariable):
-            raise raise_real(TypeError(f"'{symbol}' not supported between instances of "
-                                       f"'{left.python_type().__name__}' and "
-                                       f"'{right.python_type().__name__}'"))
-        raise Unsupported(f"comparison {symbol} of {left!r} and {right!r}")
+        return None
 
     def IS_OP(self, inst: Instruction) -> None:
         right = self.pop()

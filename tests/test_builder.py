@@ -6,6 +6,7 @@ import enum
 import functools
 import math
 import operator
+import os
 
 import pytest
 import torch
@@ -120,6 +121,7 @@ TRACKERS = {
     "class": (Box, "ClassVariable", None),
     "nn.Module": (torch.nn.ReLU(), "NNModuleVariable", None),
     "enum": (Color.RED, "ConstantVariable", None),
+    "os.environ": (os.environ, "EnvironVariable", None),
     "object": (Box(), "UserObjectVariable", None),
 }
 
@@ -155,6 +157,7 @@ UNGUARDED = {
     "nn.Module": (torch.nn.ReLU(), "NNModuleVariable"),
     "enum": (Level.LOW, "ConstantVariable"),
     "namedtuple": (Point(1, 2), "UserObjectVariable"),
+    "os.environ": (os.environ, "EnvironVariable"),
     "object": (Box(), "UserObjectVariable"),
 }
 

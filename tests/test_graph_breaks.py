@@ -1489,9 +1489,10 @@ def sorted_key_prints(x):
     return x * order[0]
 
 
-# Neither splits here: the generator cannot leave the frame. torch.compile counts the break
-# once more: (0, 2).
-@case(0, 1, tc=(0, 2))
+# The call of sum() holding the break runs eagerly, its generator rebuilt (not started) over
+# an iterator of the range's items, and the rest is a graph. torch.compile runs the frame
+# eagerly and counts the break twice: (0, 2).
+@case(1, 1, tc=(0, 2))
 def genexpr_with_print(x):
     total = sum(print("g", i) or i for i in range(3))
     return x + total

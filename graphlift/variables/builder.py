@@ -13,6 +13,7 @@ import collections
 import enum
 import functools
 import gc
+import os
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +60,7 @@ from graphlift.variables.nn_module import NNModuleVariable, wrap_module
 from graphlift.variables.numpy import is_traceable_array, wrap_array_input
 from graphlift.variables.objects import (
     BuiltinMethodVariable,
+    EnvironVariable,
     PythonModuleVariable,
     UserObjectVariable,
 )
@@ -305,6 +307,12 @@ def _wrap_distributed(builder: VariableBuilder, value: Any, source: Source) -> V
     return wrap_distributed(builder.tx, value, source)
 
 
+def _wrap_environ(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:
+    """``os.environ``, pinned by identity; each variable read is guarded on its value."""
+    builder.tx.guards.id_match(source, value)
+    return EnvironVariable(value, source)
+
+
 def _wrap_object(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:
     """Any other object: guarded by its type, its attributes read (and guarded) through it."""
     builder.tx.guards.type_match(source, value)
@@ -389,6 +397,8 @@ WRAP_ROWS = (
     # After the enum row (a str-mixin enum member is a str subclass): a user object that is
     # also a dict, list, tuple... (a transformers ModelOutput, a registry dict).
     (is_builtin_subclass_object, wrap_builtin_subclass),
+    # Before the object row: reads fold, guarded on the variable's value.
+    (lambda v: v is os.environ, _wrap_environ),
     # Last, and matches everything: any other object is a user object.
     (lambda v: True, _wrap_object),
 )
@@ -447,6 +457,11 @@ def _unguarded_lru_cache(tx: InstructionTranslator, value: Any) -> VariableTrack
     return LruCacheVariable(value)
 
 
+def _unguarded_environ(tx: InstructionTranslator, value: Any) -> VariableTracker:
+    """``os.environ``: each variable read guards its own value."""
+    return EnvironVariable(value)
+
+
 def _unguarded_object(tx: InstructionTranslator, value: Any) -> VariableTracker:
     """Any other object, its attributes read through it."""
     return UserObjectVariable(value)
@@ -476,6 +491,8 @@ UNGUARDED_ROWS = (
     (lambda v: isinstance(v, functools._lru_cache_wrapper), _unguarded_lru_cache),
     # Members are singletons: constants (an IntEnum member is not an exact int).
     (lambda v: isinstance(v, enum.Enum), _unguarded_constant),
+    # Reached through a guarded os module: each read is guarded on its own.
+    (lambda v: v is os.environ, _unguarded_environ),
     # Last, and matches everything: any other object is a user object.
     (lambda v: True, _unguarded_object),
 )

@@ -49,7 +49,9 @@ from graphlift.variables.objects import (
     SuperVariable,
     UserObjectVariable,
     call_builtin_descriptor,
+    call_unary_dunder,
     new_object,
+    user_operand,
 )
 from graphlift.variables.symbolic import int_of, size_variable
 from graphlift.variables.tensor import TensorVariable, call_torch
@@ -119,6 +121,8 @@ def _tensor_math(name: str) -> Callable:
     op = {"abs": operator.abs, "pow": operator.pow}[name]
 
     def handler(tx, args, kwargs):
+        if name == "abs" and len(args) == 1 and user_operand(*args):
+            return call_unary_dunder(tx, op, args[0])  # abs(obj) is type(obj).__abs__(obj)
         if any(isinstance(a, TensorVariable) for a in args):
             return call_torch(tx, "call_function", op, args, kwargs)
         return fold(getattr(builtins, name), args, kwargs)
@@ -215,7 +219,23 @@ def _reversed(tx, args, kwargs):
         raise raise_real(TypeError(f"'{_iterator_name(seq)}' object is not reversible"))
     if isinstance(seq, ListVariable) and seq.python_type() is list:
         return ReversedListIteratorVariable(seq)  # live: the loop body may change the list
+    if isinstance(seq, UserObjectVariable):
+        return _reversed_protocol(tx, seq)
     return _iterator(list(reversed(_items(tx, seq))))
+
+
+def _reversed_protocol(tx, seq: UserObjectVariable) -> VariableTracker:
+    """``reversed(obj)``: the class's ``__reversed__``, else ``__len__`` and ``__getitem__``
+    from the last index down (not the iteration protocol, which may go further)."""
+    method = seq.special_method(tx, "__reversed__")
+    if method is not None:
+        return method.call(tx, [], {})
+    length, getitem = seq.special_method(tx, "__len__"), seq.special_method(tx, "__getitem__")
+    if length is None or getitem is None:
+        raise raise_real(TypeError(f"'{seq.python_type().__name__}' object is not reversible"))
+    count = length.call(tx, [], {}).as_constant()
+    return _iterator([getitem.call(tx, [ConstantVariable(i)], {})
+                      for i in reversed(range(count))])
 
 
 def _iterator_name(iterator: IteratorVariable) -> str:
@@ -280,10 +300,38 @@ def _reduce_binary(op: Callable, name: str) -> Callable:
     return handler
 
 
+def _one_element_tensors(items: list[VariableTracker]) -> bool:
+    """Tensors of one element, all of one shape, dtype, device and requires_grad (known
+    statically; the result's requires_grad is then eager's whichever item is picked)."""
+    if not items or not all(isinstance(i, TensorVariable) for i in items):
+        return False
+    first = items[0].fake
+    return all(isinstance(i.fake.numel(), int) and i.fake.numel() == 1 and
+               i.fake.shape == first.shape and i.fake.dtype == first.dtype and
+               i.fake.device == first.device and i.fake.requires_grad == first.requires_grad
+               for i in items)
+
+
+def _select_extreme(tx, fn: Callable, items: list[VariableTracker]) -> VariableTracker:
+    """``min(a, b, ...)`` of one-element tensors as Python computes it: keep the first, and
+    replace it by a later item where ``item < kept`` (``>`` for max) holds, in the graph as
+    ``torch.where`` (NaN and ties pick what eager picks). The result is a new tensor of the
+    same value, not one of the inputs, as under torch.compile."""
+    compare = operator.lt if fn is min else operator.gt
+    kept = items[0]
+    for item in items[1:]:
+        condition = call_torch(tx, "call_function", compare, [item, kept], {})
+        kept = call_torch(tx, "call_function", torch.where, [condition, item, kept], {})
+    return kept
+
+
 def _min_max(fn: Callable) -> Callable:
-    """min/max of constants fold; of tensors they compare data, so they break."""
+    """min/max of constants fold; of one-element tensors of one shape they select in the
+    graph; of other mixes they compare data, so they break."""
     def handler(tx, args, kwargs):
         items = _items(tx, args[0]) if len(args) == 1 else list(args)
+        if not kwargs and _one_element_tensors(items):
+            return _select_extreme(tx, fn, items)
         if kwargs or not all(i.is_constant() for i in items):
             raise Unsupported(f"{fn.__name__}() over values that are not constants",
                               break_type="data_dependent")

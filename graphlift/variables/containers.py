@@ -273,8 +273,11 @@ class SetVariable(VariableTracker):
 class SetMethodVariable(VariableTracker):
     """Set methods: mutations on the tracked set, queries folded on its constants."""
 
+    # Every method that changes the set in place (the in-place operators return the set itself).
     MUTATING = frozenset({"add", "update", "discard", "remove", "clear", "pop",
-                          "intersection_update", "difference_update"})
+                          "intersection_update", "difference_update",
+                          "symmetric_difference_update", "__ior__", "__iand__", "__isub__",
+                          "__ixor__"})
 
     def __init__(self, obj: SetVariable, name: str) -> None:
         super().__init__()
@@ -287,9 +290,13 @@ class SetMethodVariable(VariableTracker):
             result = getattr(real, self.name)(*values)
         except (AttributeError, KeyError, TypeError) as error:
             raise raise_real(error) from error
-        if self.name in self.MUTATING:
+        if self.name in self.MUTATING and not self.obj.frozen:
             self.obj.check_mutable(tx)
             self.obj.items = {v: wrap_constant(v) for v in real}
+        if result is real:  # s.__ior__(t) is s
+            return self.obj
+        if result is NotImplemented:
+            return ConstantVariable(NotImplemented)
         if isinstance(result, (set, frozenset)):
             return SetVariable([wrap_constant(v) for v in result])
         return wrap_constant(result)

@@ -89,6 +89,15 @@ class IteratorVariable(VariableTracker):
         """The arguments of the StopIteration that the last exhausting ``next`` raises."""
         return []
 
+    def reconstruct(self, codegen: OutputCodegen) -> str:
+        """Alive at a graph break or returned: an iterator over the items not yet taken (they
+        are a snapshot: of a tuple, a range, a tensor's rows). Subclasses that step a live
+        container rebuild themselves or refuse."""
+        if type(self) is not IteratorVariable:
+            return super().reconstruct(codegen)
+        return codegen.remember(self, lambda cg: "iter(({}))".format(
+            "".join(f"{item.reconstruct(cg)}, " for item in self.items[self.index:])))
+
 
 class SteppedIteratorVariable(IteratorVariable):
     """An iterator whose items are made by ``next_item`` at each step, not held in ``items``."""
@@ -115,6 +124,21 @@ class ListIteratorVariable(SteppedIteratorVariable):
             return None
         self.index += 1
         return items[self.index - 1]
+
+    def reconstruct(self, codegen: OutputCodegen) -> str:
+        """The list (the same object as the frame's) and an iterator over it that has given
+        ``index`` items; an exhausted one stays exhausted."""
+        return codegen.remember(self, lambda cg: (
+            f"{cg.constant(resumed_list_iterator)}({self.seq.reconstruct(cg)}, {self.index}, "
+            f"{self.exhausted})"))
+
+
+def resumed_list_iterator(items: list, index: int, exhausted: bool) -> Any:
+    """``iter(items)`` advanced by ``index`` steps (what a trace left alive at a break)."""
+    iterator = iter(() if exhausted else items)
+    for _ in range(index):
+        next(iterator, None)
+    return iterator
 
 
 class ReversedListIteratorVariable(SteppedIteratorVariable):

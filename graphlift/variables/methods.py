@@ -93,13 +93,19 @@ def _in_family(owner: type, other: VariableTracker) -> bool:
     return family is not None and issubclass(other_type, family)
 
 
+def _builtin_part(other: VariableTracker) -> VariableTracker:
+    """The builtin value of an operand: C methods read a subclass object's builtin part, not
+    its overridden methods (``list.__eq__(a, Words(...))`` compares the items)."""
+    return getattr(other, "storage", other)  # a BuiltinSubclassVariable keeps it as storage
+
+
 def _comparison(symbol: str) -> Callable:
     """``dict.__eq__(a, b)``: the comparison when ``b`` is of the same family."""
     def row(tx, value, owner, other):
         if not _in_family(owner, other):
             raise Unsupported(f"{owner.__name__}.__{_COMPARE_NAMES[symbol]}__ with a "
                               f"{other!r} operand is not modelled")
-        return tx.compare(symbol, value, other)
+        return tx.compare(symbol, value, _builtin_part(other))
 
     return row
 
@@ -118,7 +124,7 @@ def _binary(op: Callable, any_iterable: bool = False, int_operand: bool = False)
         if not accepted:
             raise Unsupported(f"{owner.__name__}.{op.__name__} with a {other!r} operand is "
                               "not modelled")
-        return tx.binary_op(op, value, other)
+        return tx.binary_op(op, value, _builtin_part(other))
 
     return row
 
@@ -168,6 +174,9 @@ SPECIAL_METHODS: dict[str, Callable] = {
     "__imul__": _binary(operator.imul, int_operand=True),
     "__or__": _binary(operator.or_),  # dict | dict, set | set
     "__ior__": _binary(operator.ior),
+    "__iand__": _binary(operator.iand),  # set &= set, in place
+    "__isub__": _binary(operator.isub),
+    "__ixor__": _binary(operator.ixor),
     "__and__": _binary(operator.and_),
     "__sub__": _binary(operator.sub),
     "__xor__": _binary(operator.xor),

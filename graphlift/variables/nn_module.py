@@ -62,7 +62,12 @@ from graphlift.variables.base import MISSING, VariableTracker, lookup_class_attr
 from graphlift.variables.constant import ConstantVariable, is_constant_value
 from graphlift.variables.containers import DictVariable, ListVariable, TupleVariable
 from graphlift.variables.iterators import IteratorVariable
-from graphlift.variables.objects import ClassVariable, UserObjectVariable, bind_class_attr
+from graphlift.variables.objects import (
+    ClassVariable,
+    UserObjectVariable,
+    bind_class_attr,
+    register_constructors,
+)
 from graphlift.variables.symbolic import static_int
 from graphlift.variables.tensor import TensorVariable
 
@@ -626,3 +631,43 @@ NATIVE_METHODS: dict[Any, Callable] = {
     _M.zero_grad: _refuse("zero_grad() changes gradients"),
 }
 
+
+
+# -- torch.nn modules made in the frame --------------------------------------------------------
+# Modules of these torch.nn files have no parameters or buffers when made from constants
+# (activations, losses without a weight tensor, Flatten), so constructing one while tracing
+# allocates nothing and draws no random numbers: it is made for real, and its forward inlined.
+# The ones that do hold parameters are left out.
+_PARAMETER_FREE_FILES = (nn.modules.activation, nn.modules.loss, nn.modules.flatten)
+_WITH_PARAMETERS = frozenset({nn.MultiheadAttention, nn.PReLU})
+
+
+def _parameter_free_classes() -> list[type]:
+    classes = [nn.Identity]
+    for file in _PARAMETER_FREE_FILES:
+        classes += [value for value in vars(file).values()
+                    if isinstance(value, type) and issubclass(value, nn.Module) and
+                    value.__module__ == file.__name__ and value not in _WITH_PARAMETERS]
+    return classes
+
+
+def _construct_in_frame(cls: type):
+    def construct(tx, args, kwargs):
+        values = [*args, *kwargs.values()]
+        if not all(v.is_constant() for v in values):
+            raise Unsupported(f"constructing {cls.__qualname__} from values that are not "
+                              "constants", break_type="unsupported_call")
+        try:
+            module = cls(*(a.as_constant() for a in args),
+                         **{k: v.as_constant() for k, v in kwargs.items()})
+        except Exception as error:
+            raise raise_real(error) from error
+        if any(True for _ in itertools.chain(module.parameters(), module.buffers())):
+            raise Unsupported(f"{cls.__qualname__} made in the frame holds tensors",
+                              break_type="unsupported_call")
+        return NNModuleVariable(module)  # no source: returning it is a break
+
+    return construct
+
+
+register_constructors({cls: _construct_in_frame(cls) for cls in _parameter_free_classes()})

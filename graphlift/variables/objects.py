@@ -11,6 +11,8 @@ import collections
 import enum
 import functools
 import logging
+import operator
+import os
 import sys
 import types
 from typing import TYPE_CHECKING, Any
@@ -19,7 +21,7 @@ import torch
 
 from graphlift import trace_rules
 from graphlift.exc import Unsupported
-from graphlift.sources import AttrSource
+from graphlift.sources import AttrSource, EnvironSource
 from graphlift.trace_rules import is_torch_module
 from graphlift.variables.base import (
     MISSING,
@@ -35,6 +37,7 @@ from graphlift.variables.exceptions import ExceptionVariable
 from graphlift.variables.functions import UserFunctionVariable, UserMethodVariable
 from graphlift.variables.methods import call_builtin_method
 from graphlift.variables.symbolic import SymNodeVariable
+from graphlift.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
     from graphlift.codegen import OutputCodegen
@@ -649,6 +652,109 @@ class UserObjectVariable(VariableTracker):
         attrs = ", ".join(f"{name!r}: {value.reconstruct(codegen)}"
                           for name, value in self.attrs.items())
         return f"{codegen.constant(rebuild_object)}({codegen.constant(self.cls)}, {{{attrs}}})"
+
+
+class EnvironVariable(UserObjectVariable):
+    """``os.environ``: a read folds to the variable's value while tracing, guarded on that
+    value (``os.environ.get('X') is None``), so setting or changing the variable recompiles.
+    Reads are ``os.environ.get(name[, default])``, ``name in os.environ`` and
+    ``os.environ[name]``; writes and iteration (the whole environment) are refused."""
+
+    def _read(self, tx, key: VariableTracker) -> str | None:
+        name = key.as_constant() if key.is_constant() else None
+        if not isinstance(name, str):
+            raise Unsupported(f"os.environ read with the key {key!r}")
+        value = os.environ.get(name)
+        tx.guards.constant_match(EnvironSource(name), value)
+        return value
+
+    def getitem(self, tx, index: VariableTracker) -> VariableTracker:
+        value = self._read(tx, index)
+        if value is None:
+            raise raise_real(KeyError(index.as_constant()))
+        return ConstantVariable(value)
+
+    def contains(self, tx, item: VariableTracker) -> bool:
+        return self._read(tx, item) is not None
+
+    def var_getattr(self, tx, name):
+        if name == "get":
+            return _EnvironGetVariable(self)
+        raise Unsupported(f"os.environ.{name}: only get, 'in' and subscripts are folded")
+
+    def setitem(self, tx, index, value) -> None:
+        raise Unsupported("a write to os.environ", break_type="side_effect")
+
+    def delitem(self, tx, index) -> None:
+        raise Unsupported("a write to os.environ", break_type="side_effect")
+
+
+class _EnvironGetVariable(VariableTracker):
+    """``os.environ.get``, bound."""
+
+    def __init__(self, environ: EnvironVariable) -> None:
+        super().__init__()
+        self.environ = environ
+
+    def call(self, tx, args, kwargs):
+        if kwargs or not 1 <= len(args) <= 2:
+            raise Unsupported("os.environ.get takes a name and an optional default")
+        value = self.environ._read(tx, args[0])
+        if value is None:
+            return args[1] if len(args) > 1 else ConstantVariable(None)
+        return ConstantVariable(value)
+
+
+def user_operand(*operands: VariableTracker) -> bool:
+    """Whether an operator's operands include an object of a plain user class, whose special
+    methods Python tries before a tensor's (a builtin subclass, or a class with
+    ``__torch_function__``, goes the tensor's or the builtin's way)."""
+    return any(isinstance(v, UserObjectVariable) and builtin_base(v.cls) is None and
+               not hasattr(v.cls, "__torch_function__") for v in operands)
+
+
+# The unary operators and their symbols in CPython's TypeError.
+_UNARY_SYMBOLS = {operator.neg: "-", operator.pos: "+", operator.invert: "~",
+                  operator.abs: "abs()"}
+
+
+# Binary operators and their symbols in CPython's TypeError (the in-place forms say ``+=``).
+BINARY_SYMBOLS = {
+    operator.add: "+", operator.sub: "-", operator.mul: "*", operator.matmul: "@",
+    operator.truediv: "/", operator.floordiv: "//", operator.mod: "%", operator.pow: "** or pow()",
+    operator.lshift: "<<", operator.rshift: ">>", operator.and_: "&", operator.or_: "|",
+    operator.xor: "^", operator.iadd: "+=", operator.isub: "-=", operator.imul: "*=",
+    operator.imatmul: "@=", operator.itruediv: "/=", operator.ifloordiv: "//=",
+    operator.imod: "%=", operator.ipow: "**=", operator.ilshift: "<<=", operator.irshift: ">>=",
+    operator.iand: "&=", operator.ior: "|=", operator.ixor: "^=",
+}
+
+
+def gives_way(operand: VariableTracker) -> bool:
+    """An operand whose own special methods return NotImplemented for a plain user object: a
+    tensor, a number, None, or a user object (a str's ``%`` or a list's ``*`` might accept it)."""
+    if user_operand(operand) or isinstance(operand, TensorVariable):
+        return True
+    return operand.is_constant() and type(operand.as_constant()) in _NUMBERS
+
+
+_NUMBERS = (int, float, complex, bool, type(None))
+
+
+def binary_type_error(op: Any, left: VariableTracker, right: VariableTracker) -> Exception:
+    """The TypeError of ``left op right`` when neither side's special method applies."""
+    return raise_real(TypeError(f"unsupported operand type(s) for {BINARY_SYMBOLS[op]}: "
+                                f"'{left.python_type().__name__}' and "
+                                f"'{right.python_type().__name__}'"))
+
+
+def call_unary_dunder(tx, op: Any, value: UserObjectVariable) -> VariableTracker:
+    """``-obj``, ``+obj``, ``~obj``, ``abs(obj)``: the class's special method."""
+    method = value.special_method(tx, f"__{op.__name__}__")
+    if method is None:
+        raise raise_real(TypeError(f"bad operand type for {_UNARY_SYMBOLS[op]}: "
+                                   f"'{value.cls.__name__}'"))
+    return method.call(tx, [], {})
 
 
 def rebuild_object(cls: type, attrs: dict[str, Any]) -> Any:
