@@ -250,6 +250,9 @@ class _Attempt:
         self.guards = guards = GuardBuilder()
         guards.locate = output.guard_origin  # each guard names the user's line behind it
         codegen = OutputCodegen(self.wrappers)
+        # A call run eagerly at a break reads its caller's module name from the run function's
+        # globals (`type(name, bases, ns)` sets `__module__` from it): the user's, as in eager.
+        codegen.namespace["__name__"] = self.fn.__globals__.get("__name__")
         start = time.perf_counter()
         grad_mode = torch.is_grad_enabled()
         progress.phase("translate")

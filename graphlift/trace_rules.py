@@ -577,13 +577,13 @@ def module_of(fn: Any) -> str | None:
         if isinstance(owner, types.ModuleType):
             return owner.__name__
         if isinstance(owner, type):
-            return owner.__module__
+            return getattr(owner, "__module__", None)
         return fn.__module__ or type(owner).__module__
     objclass = getattr(fn, "__objclass__", None)
     if isinstance(objclass, type):
-        return objclass.__module__
-    if isinstance(fn, type):
-        return fn.__module__
+        return getattr(objclass, "__module__", None)
+    if isinstance(fn, type):  # a class made by type() where globals lack __name__ has none
+        return getattr(fn, "__module__", None)
     return getattr(fn, "__module__", None) or type(fn).__module__
 
 

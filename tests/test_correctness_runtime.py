@@ -438,3 +438,33 @@ def test_policy_an_internal_error_outside_the_translator_raises_as_internal_erro
     with graphlift.config.patch(raise_internal_errors=False):
         assert_same(add_one(torch.ones(2)), graphlift.compile(add_one)(torch.ones(2)))
     assert graphlift.stats(add_one).internal_errors == 1
+
+
+def _make_class_at_a_break(x):
+    made = type("Made", (), {"k": 1})  # a skipped call: runs eagerly at a graph break
+    return x + made.k, made.__module__
+
+
+def test_a_class_made_at_a_break_gets_the_callers_module_name():
+    # type() takes __module__ from the calling frame's globals: the run function's must name the
+    # user's module, as the frame's own globals do eagerly.
+    x = torch.ones(2)
+    eager = _make_class_at_a_break(x)
+    compiled = graphlift.compile(_make_class_at_a_break)(x)
+    assert eager[1] == compiled[1] == __name__
+    assert torch.equal(eager[0], compiled[0])
+
+
+def test_a_class_without_a_module_name_is_an_ordinary_argument():
+    namespace = {}
+    exec("Made = type('Made', (), {'k': 2})", {"__builtins__": __builtins__}, namespace)  # noqa: S102
+    made = namespace["Made"]
+    assert not hasattr(made, "__module__")
+
+    def f(x, cls):
+        return x * cls.k
+
+    counter = CompileCounter()
+    x = torch.ones(3)
+    assert torch.equal(graphlift.compile(f, backend=counter)(x, made), f(x, made))
+    assert counter.frame_count == 1
