@@ -10,9 +10,18 @@ from .campaign import fuzz
 
 # About 0.7 s of CPU a program: sized to keep this test under a minute on a busy machine.
 CI_SEEDS = range(0, 32)
+# Seeds whose programs differed once (a write between two graph ops lost when a later op raised,
+# fixed by the ledger's checkpoints): kept so the class stays fixed.
+FOUND_SEEDS = (204439, 205641, 206124, 209091)
 
 
 def test_fixed_seeds_agree():
     report = fuzz(CI_SEEDS, minimize_seconds=10, max_minimized=3)
+    if report.findings:
+        pytest.fail(report.render(), pytrace=False)
+
+
+def test_seeds_that_once_differed_agree():
+    report = fuzz(FOUND_SEEDS, minimize_seconds=10, max_minimized=3)
     if report.findings:
         pytest.fail(report.render(), pytrace=False)
