@@ -323,6 +323,9 @@ THIRD_PARTY_SKIP = frozenset({
 
 # torch.compile's own markers, matched by identity: (module, name) -> the decision for a call.
 # Their modules are read from sys.modules, never imported (see the module docstring).
+TORCH_HIGHER_ORDER = Rule("torch_higher_order", Kind.POLYFILL,
+                            "a torch higher-order op over a Python function, traced as the "
+                            "operations it stands for")
 _QUERY = functools.partial(Decision, Kind.POLYFILL, TORCH_MARKER)
 TORCH_MARKERS: dict[tuple[str, str], Decision] = {
     ("torch.compiler", "is_compiling"): _QUERY(compiler.is_compiling),  # True in compiled code
@@ -332,6 +335,9 @@ TORCH_MARKERS: dict[tuple[str, str], Decision] = {
     ("torch._dynamo.external_utils", "is_compiling"): _QUERY(compiler.is_compiling),
     ("torch._dynamo.decorators", "graph_break"): Decision(Kind.SKIP, FORCED_BREAK),
     ("torch._dynamo.decorators", "mark_static"): _QUERY(compiler.mark_static),  # specializes
+    # a higher-order op taking a Python function: unrolled into the graph (see the polyfill)
+    ("torch._higher_order_ops.associative_scan", "associative_scan"):
+        Decision(Kind.POLYFILL, TORCH_HIGHER_ORDER, compiler.associative_scan),
 }
 TORCH_FORBIDDEN_ATTR = "_dynamo_forbidden"  # torch's mark on set_stance, mark_dynamic, ...
 TORCH_DISABLED_ATTR = "_torchdynamo_disable"  # torch.compiler.disable's mark on its wrapper

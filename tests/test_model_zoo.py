@@ -40,14 +40,6 @@ TORCH_COMPILE_NOT_WHOLE = {
 # Entries where graphlift is still worse than torch.compile: graphlift's own (graphs, breaks),
 # recorded so that a change either way is seen, and why.
 KNOWN_WORSE = {
-    # ACT2FN[activation] builds an nn.Module (SiLUActivation) inside the frame, which graphlift
-    # does not trace yet: each mixer call is a break and runs eagerly. (Iterating the list of
-    # child names in force_accelerate_hooks' closure, the break before, is traced now.)
-    # On main after 2026-12-01's merges the frames it calls at those breaks are compiled on
-    # their own, hence more graphs and breaks (and more of the model's ops in graphs).
-    ("mamba", "eval"): (10, 17),
-    ("mamba", "decode"): (8, 15),
-    ("mamba", "train"): (10, 18),
     # ``hidden_states.requires_grad = True`` in Wav2Vec2FeatureEncoder (training only): an
     # attribute store on a tensor, refused; on the latest main the frames around it are compiled
     # on their own (81 ops, torch.compile 80, but 4 graphs and 5 breaks against its 3 and 3).
@@ -56,8 +48,7 @@ KNOWN_WORSE = {
 # Where the eager frames' call sites cannot be routed (Python 3.13: eager_callees has no rewrite
 # for it yet), the frames run eagerly at those breaks call nothing compiled: fewer graphs.
 if bytecode.VERSION not in eager_callees._METHOD_LOADS:
-    KNOWN_WORSE.update({("mamba", "eval"): (1, 4), ("mamba", "decode"): (1, 4),
-                        ("mamba", "train"): (1, 5), ("wav2vec2", "train"): (1, 2)})
+    KNOWN_WORSE.update({("wav2vec2", "train"): (1, 2)})
 
 # Training steps (aot_eager) cost most: a subset, one per cause seen (GPT-2: warning_once in the
 # loss; BLOOM: a custom autograd.Function; Mamba and Wav2Vec2: the known breaks) and a vision

@@ -9,6 +9,8 @@ import logging
 
 import pytest
 import torch
+import torch._dynamo
+import torch._dynamo.testing
 import torch.nn.functional as F
 from torch import nn
 
@@ -417,3 +419,40 @@ def test_training_steps_match_eager(backend):
         opt.step()
         ref_opt.step()
     assert graphlift.stats(cm).compiles == 1
+
+
+class _Doubled(nn.Module):  # a user activation adding only methods (transformers' SiLUActivation)
+    def forward(self, x):
+        return F.silu(x) * 2
+
+
+class _Announced(nn.Module):  # an __init__ of the user's: must run when the program runs it
+    def __init__(self):
+        super().__init__()
+        print("made")
+
+    def forward(self, x):
+        return x + 1
+
+
+def test_a_user_module_that_adds_only_methods_is_made_in_the_frame(capsys):
+    def f(x):
+        return _Doubled()(x) + 1
+
+    def g(x):
+        return _Announced()(x) * 2
+
+    x = torch.randn(4)
+    ours = CompileCounter()
+    assert torch.equal(graphlift.compile(f, backend=ours)(x), f(x))
+    torch._dynamo.reset()
+    theirs = torch._dynamo.testing.CompileCounter()
+    torch.compile(f, backend=theirs)(x)
+    torch._dynamo.reset()
+    assert ours.frame_count == theirs.frame_count == 1
+    capsys.readouterr()
+    assert torch.equal(g(x), graphlift.compile(g)(x))
+    assert capsys.readouterr().out == "made\nmade\n"  # eager's __init__ ran once per call
+    explained = graphlift.explain(g)(x)
+    assert explained.graph_break_count >= 1  # its __init__ is the user's: a break, run eagerly
+    assert "made" in capsys.readouterr().out

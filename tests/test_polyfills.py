@@ -17,12 +17,15 @@ import operator
 
 import pytest
 import torch
+import torch._dynamo
+import torch._dynamo.testing
 
 import graphlift
 from graphlift import config
 from graphlift.polyfills import POLYFILLS
 from graphlift.polyfills import builtins as pf_builtins
 from graphlift.polyfills import collections as pf_collections
+from graphlift.polyfills import compiler as pf_compiler
 from graphlift.polyfills import copy as pf_copy
 from graphlift.polyfills import functools as pf_functools
 from graphlift.polyfills import heapq as pf_heapq
@@ -547,3 +550,46 @@ def test_polyfill_errors_are_the_originals():
     for fn in (pops,):
         with pytest.raises(IndexError, match="index out of range"):
             graphlift.compile(fn)(torch.ones(2))
+
+
+# -- torch's associative_scan (a higher-order op over a Python function) ---------------------
+
+
+def _scan_pair(left, right):  # the selective-scan step of transformers' Mamba
+    return left[0] * right[0], right[0] * left[1] + right[1]
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_associative_scan_is_unrolled_into_one_graph(reverse):
+    from torch._higher_order_ops.associative_scan import associative_scan
+
+    def f(a, b):
+        return associative_scan(_scan_pair, (a, b), dim=2, reverse=reverse,
+                                combine_mode="generic")
+
+    a, b = torch.rand(2, 3, 6), torch.randn(2, 3, 6)
+    eager = f(a, b)
+    ours = CompileCounter()
+    compiled = graphlift.compile(f, backend=ours)(a, b)
+    assert all(torch.allclose(e, c, atol=1e-6) for e, c in zip(eager, compiled))
+    torch._dynamo.reset()
+    theirs = torch._dynamo.testing.CompileCounter()
+    torch.compile(f, backend=theirs)(a, b)
+    torch._dynamo.reset()
+    assert ours.frame_count == theirs.frame_count == 1
+
+
+def test_associative_scan_keeps_the_ops_errors():
+    from torch._higher_order_ops.associative_scan import associative_scan
+
+    def f(a):
+        return associative_scan(lambda x, y: x + y, a, 0, combine_mode="pointwise")  # on CPU
+
+    a = torch.ones(4)
+    with pytest.raises(ValueError) as eager:
+        f(a)
+    with pytest.raises(ValueError) as compiled:
+        graphlift.compile(f)(a)
+    assert str(eager.value) == str(compiled.value)
+    assert torch.equal(pf_compiler.associative_scan(lambda x, y: x + y, a, 0,
+                                                    combine_mode="generic"), torch.cumsum(a, 0))

@@ -63,6 +63,7 @@ from graphlift.variables.constant import ConstantVariable, is_constant_value
 from graphlift.variables.containers import DictVariable, ListVariable, TupleVariable
 from graphlift.variables.iterators import IteratorVariable
 from graphlift.variables.objects import (
+    CONSTRUCTOR_FINDERS,
     ClassVariable,
     UserObjectVariable,
     bind_class_attr,
@@ -670,4 +671,26 @@ def _construct_in_frame(cls: type):
     return construct
 
 
-register_constructors({cls: _construct_in_frame(cls) for cls in _parameter_free_classes()})
+_PARAMETER_FREE = frozenset(_parameter_free_classes())
+register_constructors({cls: _construct_in_frame(cls) for cls in _PARAMETER_FREE})
+
+# What a subclass may define and still be made for real while tracing: making one must run only
+# torch.nn's own __init__ (which sets attributes and draws nothing), never code of the user's.
+_CONSTRUCTION_HOOKS = ("__init__", "__new__", "__setattr__", "__post_init__")
+
+
+def _plain_module_subclass(cls: type) -> Any:
+    """The construction rule for a user subclass of ``nn.Module`` or of a parameter-free torch.nn
+    layer that adds only methods (transformers' ``SiLUActivation``), else None."""
+    if type(cls) is not type or not issubclass(cls, nn.Module):
+        return None
+    for klass in cls.__mro__:
+        if klass is object or klass is nn.Module or klass in _PARAMETER_FREE:
+            continue
+        if klass.__module__.startswith("torch.") or \
+                any(name in vars(klass) for name in _CONSTRUCTION_HOOKS):
+            return None  # another torch class, or code of the user's that construction runs
+    return _construct_in_frame(cls)
+
+
+CONSTRUCTOR_FINDERS.append(_plain_module_subclass)

@@ -15,6 +15,7 @@ import operator
 import os
 import sys
 import types
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -197,6 +198,9 @@ class ClassVariable(VariableTracker):
             raise trace_rules.skip_error(self.cls, decision)
         if is_user_class(self.cls) and not issubclass(self.cls, torch.nn.Module):
             return _make_object(tx, self.cls, args, kwargs)
+        constructor = _found_constructor(self.cls)
+        if constructor is not None:
+            return constructor(tx, args, kwargs)
         raise Unsupported(f"constructing {self.cls.__qualname__} while tracing",
                           break_type="unsupported_call")
 
@@ -263,6 +267,19 @@ def register_constructors(rows: dict[type, Any]) -> None:
     """Add construction rules for classes modelled by a module above this one (collections)."""
     CONSTRUCTORS.update(rows)
     trace_rules.MODELLED_CLASSES.update(rows)
+
+
+# Rules for families of classes no table can list (user subclasses of a torch class): each takes
+# the class and gives its construction rule, or None. Filled by modules above this one.
+CONSTRUCTOR_FINDERS: list[Callable[[type], Any]] = []
+
+
+def _found_constructor(cls: type) -> Any:
+    for find in CONSTRUCTOR_FINDERS:
+        constructor = find(cls)
+        if constructor is not None:
+            return constructor
+    return None
 
 
 trace_rules.MODELLED_CLASSES.update(CONSTRUCTORS)
