@@ -1778,6 +1778,9 @@ FAMILY_FALLBACKS = {
     "stdlib_logging_level_checks": "Logger.isEnabledFor",
     "cls_getattr_setattr_builtins": "delattr() is not modelled",
 }
+if sys.version_info >= (3, 12):  # asdict tests `type(obj) in _ATOMIC_TYPES` since 3.12
+    FAMILY_FALLBACKS["stdlib_dataclass_eq_asdict"] = \
+        "dataclasses.asdict reads a global frozenset of classes (_ATOMIC_TYPES), not modelled"
 
 
 def family(prefix: str, rows: list, over_x: bool = False) -> list:
@@ -3123,6 +3126,9 @@ _TRACED_BY_TORCH_COMPILE = (
 TORCH_COMPILE_DIFFERS.update({
     name: f"traces it; graphlift falls back ({FAMILY_FALLBACKS[name]})"
     for name in _TRACED_BY_TORCH_COMPILE})
+if sys.version_info >= (3, 12):
+    TORCH_COMPILE_DIFFERS["stdlib_dataclass_eq_asdict"] = \
+        f"traces it; graphlift falls back ({FAMILY_FALLBACKS['stdlib_dataclass_eq_asdict']})"
 
 
 def _torch_compile_cases() -> list:
