@@ -3076,8 +3076,9 @@ if sys.version_info < (3, 12):  # 3.12 dropped the lock of functools.cached_prop
         ("python_descriptors", "cached_property_of_argument"),
         "refuses: functools.cached_property's lock"))
 if sys.version_info >= (3, 13):
-    TORCH_COMPILE_DIFFERS["slots_refuse_other_names"] = \
-        "wrong: its AttributeError lacks 3.13's 'and no __dict__ for setting new attributes'"
+    for name in ("slots_refuse_other_names", "cls_slots_refuse"):
+        TORCH_COMPILE_DIFFERS[name] = \
+            "wrong: its AttributeError lacks 3.13's 'and no __dict__ for setting new attributes'"
 # torch.compile refuses list's methods called through the type (list.append(items, 3)) or gets
 # them wrong (the result is the message of an exception it raised while tracing).
 TORCH_COMPILE_DIFFERS.update({

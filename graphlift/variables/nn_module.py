@@ -209,7 +209,10 @@ def _memo(module: nn.Module) -> _Memo:
     key = (_has_global_hooks(), structure_key(module, tensors, dicts))
     sid = structure_id_of_key(key)
     key_id = id(module)
-    ref = weakref.ref(module, lambda _, key_id=key_id: _structure_memo.pop(key_id, None))
+    # The dict is bound as a default: at interpreter exit the module's globals may be None
+    # before the last modules die.
+    ref = weakref.ref(module, lambda _, key_id=key_id, memos=_structure_memo:
+                      memos.pop(key_id, None))
     memo = _structure_memo[key_id] = _Memo(ref, sid, tuple(tensors.values()), dicts)
     return memo
 
