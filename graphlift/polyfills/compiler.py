@@ -54,8 +54,9 @@ def associative_scan(combine_fn, xs, dim, reverse=False, combine_mode="pointwise
                          f"{combine_mode}")
     single = isinstance(xs, torch.Tensor)
     leaves = [xs] if single else xs
-    if not isinstance(leaves, (tuple, list)) or not leaves or \
-            not all(isinstance(leaf, torch.Tensor) for leaf in leaves) or not callable(combine_fn):
+    if type(leaves) not in (tuple, list) or not leaves or not callable(combine_fn) or \
+            not all(isinstance(leaf, torch.Tensor) and leaf.ndim > 0 for leaf in leaves) or \
+            leaves[0].shape[dim] == 0:  # the op's own errors, and trees, from the original
         return original(combine_fn, xs, dim, reverse=reverse, combine_mode=combine_mode)
     if combine_mode == "pointwise" and not all(leaf.device.type in ("cuda", "xpu")
                                                for leaf in leaves):
