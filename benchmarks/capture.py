@@ -38,6 +38,7 @@ import torch._dynamo.testing
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from models import hf  # noqa: E402
+from models.table import print_rows  # noqa: E402
 
 import graphlift  # noqa: E402
 
@@ -136,15 +137,7 @@ def print_table(rows: list[dict], markdown: bool) -> None:
     lines.append(("total", f"{total_ours} ops", f"{total_theirs} ops",
                   share(total_ours, total_theirs),
                   f"{sum(r['equal'] for r in rows)}/{len(rows)}"))
-    if markdown:
-        print("| " + " | ".join(head) + " |")
-        print("|" + "---|" * len(head))
-        for cells in lines:
-            print("| " + " | ".join(cells) + " |")
-    else:
-        widths = [max(len(str(c[i])) for c in [head, *lines]) for i in range(len(head))]
-        for cells in [head, *lines]:
-            print("  ".join(str(c).ljust(w) for c, w in zip(cells, widths)))
+    print_rows(head, lines, markdown)
     print(f"\n{whole}/{len(rows)} models in one graph with no break under graphlift "
           f"({Path(graphlift.__file__).parent})")
 

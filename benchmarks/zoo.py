@@ -50,6 +50,7 @@ import torch._dynamo.testing
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from models import hf  # noqa: E402
+from models.table import print_rows  # noqa: E402
 
 import graphlift  # noqa: E402
 import graphlift.testing  # noqa: E402
@@ -292,15 +293,7 @@ def print_table(entries: list[Entry], markdown: bool) -> None:
         lines.append((e.family, e.mode, e.graphlift.cell(), e.torch_compile.cell(),
                       share(e.graphlift.ops, e.torch_compile.ops), "yes" if e.equal else "NO",
                       *times))
-    if markdown:
-        print("| " + " | ".join(head) + " |")
-        print("|" + "---|" * len(head))
-        for cells in lines:
-            print("| " + " | ".join(cells) + " |")
-    else:
-        widths = [max(len(str(c[i])) for c in [head, *lines]) for i in range(len(head))]
-        for cells in [head, *lines]:
-            print("  ".join(str(c).ljust(w) for c, w in zip(cells, widths)))
+    print_rows(head, lines, markdown)
     print()
     for line in summary(entries):
         print(f"- {line}")

@@ -539,7 +539,7 @@ def _route_object(obj: Any, kind: type, options: Any, wrappers: FrameWrappers,
         if not _user_module_class(kind) or "forward" in obj.__dict__ or \
                 obj.__dict__.get("_compiled_call_impl") is not None:
             return obj  # torch's own modules, as torch.compile leaves them
-        if not _has_hooks(obj):
+        if not has_hooks(obj):
             return wrappers.module_call(obj, options)
         return functools.partial(eager_function(torch.nn.Module._call_impl, options, wrappers),
                                  obj)
@@ -576,7 +576,7 @@ def _user_module_class(kind: type) -> bool:
 _USER_MODULES: dict[type, bool] = {}  # decided once per module class (reset() forgets)
 
 
-def _has_hooks(module: torch.nn.Module) -> bool:
+def has_hooks(module: torch.nn.Module) -> bool:
     """What ``Module._call_impl`` checks before it takes its fast path."""
     hooks = torch.nn.modules.module
     return bool(module._backward_hooks or module._backward_pre_hooks or module._forward_hooks

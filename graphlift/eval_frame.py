@@ -268,7 +268,7 @@ class OptimizedModule(torch.nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         module = self._graphlift_module
         try:
-            if self._graphlift_forward is None or _has_hooks(module):
+            if self._graphlift_forward is None or eager_callees.has_hooks(module):
                 return self._graphlift_hooked(module, *args, **kwargs)
             return self._graphlift_forward(module, *args, **kwargs)
         except BaseException as error:
@@ -355,7 +355,7 @@ def compiled_module_call(module: torch.nn.Module, options: CompileOptions) -> Ca
     """
     forward = type(module).forward
     if "forward" in module.__dict__ or not isinstance(forward, types.FunctionType) or \
-            _has_hooks(module) or not _plain_call(module):
+            eager_callees.has_hooks(module) or not _plain_call(module):
         return module
     return functools.partial(compiled_wrapper(forward, options), module)
 
@@ -365,15 +365,6 @@ def _plain_call(module: torch.nn.Module) -> bool:
     cls = type(module)
     return cls.__call__ is torch.nn.Module.__call__ and \
         cls._call_impl is torch.nn.Module._call_impl
-
-
-def _has_hooks(module: torch.nn.Module) -> bool:
-    """What ``Module._call_impl`` checks before it takes its fast path."""
-    hooks = torch.nn.modules.module
-    return bool(module._backward_hooks or module._backward_pre_hooks or module._forward_hooks
-                or module._forward_pre_hooks or hooks._global_backward_pre_hooks
-                or hooks._global_backward_hooks or hooks._global_forward_hooks
-                or hooks._global_forward_pre_hooks)
 
 
 NESTED_ATTR = "_graphlift_nested"  # on a function: {options: its wrapper} for nested calls
