@@ -19,10 +19,10 @@ import graphlift
 from graphlift import bytecode, eager_callees
 from graphlift.testing import CompileCounter
 
-# The call-site rewrite exists for 3.11 and 3.12; on 3.13 an eager frame runs its original code
-# (eager_callees.NotRoutable, logged), so its callees stay uncompiled there.
-pytestmark = pytest.mark.skipif(bytecode.VERSION not in eager_callees._METHOD_LOADS,
-                                reason="no call-site rewrite for this Python version yet")
+# Where a version has no call-site rewrite (eager_callees.LAYOUTS: 3.10), an eager frame runs its
+# original code (NotRoutable, logged), so its callees stay uncompiled there.
+pytestmark = pytest.mark.skipif(eager_callees.not_routed() is not None,
+                                reason=str(eager_callees.not_routed()))
 
 
 @pytest.fixture(autouse=True)
@@ -79,6 +79,19 @@ def g(x):
 X = torch.ones(3)
 
 
+def in_try(callee, label):
+    """A frame that runs eagerly as a whole (its print breaks inside a try block) and returns
+    ``callee(x)``."""
+    def f(x):
+        try:
+            print(label)
+            return callee(x)
+        except KeyError:
+            return None
+
+    return f
+
+
 # -- the frames that run eagerly -----------------------------------------------------------------
 def test_a_break_in_a_try_block_compiles_the_callee():
     def f(x):
@@ -130,49 +143,23 @@ class Block(torch.nn.Module):
 
 
 def test_a_module_called_from_an_eager_frame_has_its_forward_compiled():
-    block = Block()
-
-    def f(x):
-        try:
-            print("module")
-            return block(x)
-        except KeyError:
-            return None
-
     with torch.no_grad():
-        assert check(f, X) == 1
+        assert check(in_try(Block(), "module"), X) == 1
     assert graphlift.stats(Block.forward).graphs == 1
 
 
 def test_a_module_with_a_forward_hook_runs_the_hook():
     block = Block()
     block.register_forward_hook(lambda module, args, out: print("hook") or out * 2)
-
-    def f(x):
-        try:
-            print("module")
-            return block(x)
-        except KeyError:
-            return None
-
     with torch.no_grad():
         # torch.compile: the forward's graph, and the hook's after its print.
-        assert check(f, X) == 2
+        assert check(in_try(block, "module"), X) == 2
     assert graphlift.stats(Block.forward).graphs == 1
 
 
 def test_a_torch_module_runs_as_it_is():
-    linear = torch.nn.Linear(3, 3)
-
-    def f(x):
-        try:
-            print("linear")
-            return linear(x)
-        except KeyError:
-            return None
-
     with torch.no_grad():
-        assert check(f, X) == 0  # torch.compile skips torch's own modules too
+        assert check(in_try(torch.nn.Linear(3, 3), "linear"), X) == 0  # torch.compile skips torch's own modules too
 
 
 class Stepper:
@@ -264,14 +251,7 @@ def nested_inner(x):
 
 
 def test_a_compiled_callee_that_falls_back_routes_its_callees_too():
-    def f(x):
-        try:
-            print("outer")
-            return nested_inner(x)
-        except KeyError:
-            return None
-
-    assert check(f, X) == 1
+    assert check(in_try(nested_inner, "outer"), X) == 1
     assert graphlift.stats(nested_inner).eager_frames == 1 and graphlift.stats(g).graphs == 1
 
 
@@ -284,7 +264,7 @@ def test_a_generator_consumed_in_an_eager_frame():
     def f(x):
         try:
             print("generator")
-            return list(gen(x))
+            return list(gen(x))  # list (a C type) runs the generator's frame
         except KeyError:
             return None
 
@@ -327,15 +307,8 @@ def test_disable_not_recursive():
 
 
 def test_the_setting_off_runs_the_callees_eagerly():
-    def f(x):
-        try:
-            print("off")
-            return g(x)
-        except KeyError:
-            return None
-
     with graphlift.config.patch(compile_eager_callees=False):
-        assert check(f, X, graphs=0) == 0
+        assert check(in_try(g, "off"), X, graphs=0) == 0
     assert graphlift.stats(g).compiles == 0
 
 
