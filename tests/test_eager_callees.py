@@ -6,8 +6,10 @@ with torch.compile's, and ``graphlift.stats(callee)`` shows the callee compiled.
 """
 
 import contextlib
+import dis
 import inspect
 import io
+import logging
 import traceback
 
 import pytest
@@ -158,8 +160,8 @@ def test_a_module_with_a_forward_hook_runs_the_hook():
 
 
 def test_a_torch_module_runs_as_it_is():
-    with torch.no_grad():
-        assert check(in_try(torch.nn.Linear(3, 3), "linear"), X) == 0  # torch.compile skips torch's own modules too
+    with torch.no_grad():  # torch.compile skips torch's own modules too
+        assert check(in_try(torch.nn.Linear(3, 3), "linear"), X) == 0
 
 
 class Stepper:
@@ -354,3 +356,70 @@ def test_the_line_table_encoder_round_trips():
     code = many_calls.__code__
     table = eager_callees.encode_positions(list(code.co_positions()), code.co_firstlineno)
     assert list(code.replace(co_linetable=table).co_positions()) == list(code.co_positions())
+
+
+class Base:
+    def scale(self, x):
+        return x.sin() * 2
+
+
+class Child(Base):
+    def scale(self, x):
+        try:
+            print("child")
+            return super().scale(x) + 1
+        except KeyError:
+            return None
+
+
+# How each version loads ``super().scale`` for a call (the rewrite turns it into an attribute load
+# and a NULL).
+SUPER_METHOD_LOAD = {(3, 11): "LOAD_METHOD", (3, 12): "LOAD_SUPER_ATTR", (3, 13): "LOAD_SUPER_ATTR"}
+
+
+def test_a_super_method_call_is_routed():
+    assert SUPER_METHOD_LOAD[bytecode.VERSION] in {i.opname for i in dis.get_instructions(
+        Child.scale)}
+    assert check(Child().scale, X) == 1
+    assert graphlift.stats(Base.scale).graphs == 1 and graphlift.stats(Child.scale).eager_frames
+
+
+# A loop whose backward jump fits one byte in the original and needs EXTENDED_ARG in the copy.
+CALLS_IN_LOOP = 14
+namespace = {"g": g}
+exec("def long_loop(x):\n    for _ in range(2):\n" + "        x = g(x)\n" * CALLS_IN_LOOP
+     + "    return x\n", namespace)
+long_loop = namespace["long_loop"]
+
+
+def has_extended_arg(code):
+    return dis.opmap["EXTENDED_ARG"] in code.co_code[::2]
+
+
+def test_jumps_grow_an_extended_arg_where_the_copy_is_longer():
+    routed = []
+    copy = eager_callees.routed_code(long_loop.__code__, lambda f: routed.append(f) or f)
+    assert not has_extended_arg(long_loop.__code__) and has_extended_arg(copy)
+    fn = type(long_loop)(copy, long_loop.__globals__)
+    assert same(fn(X), long_loop(X)) and routed.count(g) == 2 * CALLS_IN_LOOP
+
+
+def test_a_version_without_a_rewrite_runs_the_original_code(monkeypatch, caplog):
+    assert eager_callees.not_routed((3, 10)) and eager_callees.not_routed((3, 14))
+    monkeypatch.setitem(eager_callees.LAYOUTS, bytecode.VERSION, "calls not rewritten here")
+    caplog.set_level(logging.INFO, logger="graphlift")
+    f = in_try(g, "unrouted")
+    compiled = graphlift.compile(f)
+    graphlift.set_logs(graph_breaks=True)
+    try:
+        results = [compiled(X), compiled(X)]
+    finally:
+        graphlift.set_logs(graph_breaks=False)
+    assert same(results, [f(X), f(X)])
+    assert graphlift.stats(f).eager_frames == 1 and graphlift.stats(g).compiles == 0
+    assert any("runs its original code, its callees uncompiled: calls not rewritten here"
+               in record.getMessage() for record in caplog.records)
+
+
+def test_the_layout_puts_the_null_where_the_instruction_layer_does():
+    assert eager_callees.LAYOUTS[bytecode.VERSION].null_above == bytecode.NULL_ABOVE_CALLABLE
