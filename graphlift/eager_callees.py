@@ -2,10 +2,10 @@
 
 torch.compile's frame-evaluation hook sees every Python frame, so a frame it skips (a break in a
 ``try`` block, in a loop, a generator, ``disable(recursive=False)``) still has the frames of the
-user functions and modules it calls compiled. CPython 3.11 and 3.12 give Python code no such
+user functions and modules it calls compiled. CPython 3.11 to 3.13 give Python code no such
 hook. Instead, where graphlift runs a frame's code eagerly as a whole it runs a *routed copy* of
 that code object, made once per code object and options (kept in its ExtraState). The copy
-differs from the original at call sites only::
+differs from the original at call sites only (3.11 shown)::
 
     original                         routed copy
     LOAD_FAST    obj                 LOAD_FAST    obj
@@ -21,6 +21,13 @@ differs from the original at call sites only::
                                      SWAP         2           # and back below the arguments
                                      PRECALL      1           # the original call, unchanged
                                      CALL         1
+
+3.12 has no PRECALL. 3.13 keeps a call's NULL above the callable (``callable, NULL``, see
+``bytecode.NULL_ABOVE_CALLABLE``): a method load becomes the attribute load and ``PUSH_NULL``
+without the ``SWAP``, the callable sits one slot deeper, and ``CALL_KW``'s keyword names (on the
+stack, not in 3.11's ``KW_NAMES`` register) one more. The route call itself is the same in all
+three (``route, callable`` is a call with a self slot). :data:`LAYOUTS` is the table of what
+differs; a version without a layout there (3.10) raises :class:`NotRoutable`.
 
 ``route(f)`` returns what the call should call: the compiled wrapper of a user function
 (graphlift's wrapper for it, cached on the function, so its entries live on its code object as
@@ -39,8 +46,9 @@ program can see is the frame's code object (``sys._getframe().f_code``, a genera
 Which call sites: a static pass over the bytecode tracks which stack slots hold a NULL pushed for
 a call (``PUSH_NULL``, ``LOAD_GLOBAL``'s NULL bit, the method loads turned into attribute loads);
 a call whose self slot is such a NULL is routed. Calls whose self slot holds an object (the
-compiler's own ``__exit__`` calls and 3.11's comprehension calls) stay as they are. 3.11's
-comprehension code objects are routed copies too (their functions are never seen).
+compiler's own ``__exit__`` calls and 3.11's comprehension calls) stay as they are. The code
+objects of comprehensions (3.11's; 3.12 and 3.13 inline all but generator expressions) are routed
+copies too (their functions are never seen).
 
 The alternative, a small C extension installing a PEP 523 frame-evaluation function, would catch
 every frame (also those that C code such as ``map`` or ``sorted(key=...)`` calls) at no per-call
@@ -70,7 +78,8 @@ ROUTES_ATTR = "_graphlift_routes"  # on a user function: {options: what route() 
 #                                    (options, "eager"): its routed eager function}
 NONRECURSIVE_ATTR = "_graphlift_nonrecursive"  # on a disable(recursive=False) wrapper: the fn
 
-# Comprehensions that 3.11 compiles to functions of their own: routed with the frame.
+# Comprehensions compiled to functions of their own (3.12 on: generator expressions only): routed
+# with the frame.
 _COMPREHENSIONS = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"})
 
 class NotRoutable(Exception):
