@@ -82,6 +82,7 @@ NONRECURSIVE_ATTR = "_graphlift_nonrecursive"  # on a disable(recursive=False) w
 # with the frame.
 _COMPREHENSIONS = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"})
 
+
 class NotRoutable(Exception):
     """The static pass cannot follow this code (the frame then runs its original code)."""
 
@@ -149,6 +150,7 @@ def not_routed(version: tuple[int, int] = bytecode.VERSION) -> str | None:
 
 
 def _layout(version: tuple[int, int]) -> CallLayout:
+    """The layout of ``version``'s calls, or NotRoutable with the reason it has none."""
     reason = not_routed(version)
     if reason is not None:
         raise NotRoutable(reason)
