@@ -99,6 +99,20 @@ _BACKENDS: dict[str, BackendFn] = {
 FLOAT_SPECIALIZING = frozenset({"aot_eager", "inductor"})
 
 
+# Named backends whose compile caches (inductor's FX graph cache and AOTAutograd's cache, under
+# ``TORCHINDUCTOR_CACHE_DIR``) serve a graph only when it comes with a tracing context whose fake
+# mode has a ShapeEnv: without one inductor bypasses them ("No shape env"). A static graph is
+# handed to these with one, empty, so a cold compile fills the caches that a warm start
+# (graphlift.persist) then finds. Not "eager": making a ShapeEnv imports torch._dynamo (0.8 s),
+# which a static eager compile otherwise never needs.
+CACHING_BACKENDS = frozenset({"inductor"})
+
+
+def fills_caches_with_shape_env(backend: str | BackendFn) -> bool:
+    """Whether ``backend`` keeps compile caches that need a ShapeEnv (:data:`CACHING_BACKENDS`)."""
+    return isinstance(backend, str) and backend in CACHING_BACKENDS
+
+
 def keeps_floats_dynamic(backend: str | BackendFn) -> bool:
     """Whether a float that changes between compiles may become a graph input for ``backend``."""
     return not (isinstance(backend, str) and backend in FLOAT_SPECIALIZING)

@@ -30,7 +30,11 @@ from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from graphlift import logs
-from graphlift.backends import call_graph_callable, lookup_backend
+from graphlift.backends import (
+    call_graph_callable,
+    fills_caches_with_shape_env,
+    lookup_backend,
+)
 from graphlift.config import config
 from graphlift.ddp_optimizer import active_ddp_module, split_backend
 from graphlift.dynamic_shapes import (
@@ -336,7 +340,11 @@ class OutputGraph:
             gm.recompile()
         if logs.enabled("graph_code"):
             logs.emit("graph_code", f"TRACED GRAPH {name}\n{gm.code}")
+        caching = fills_caches_with_shape_env(backend) and not self.has_symbols
         examples = [graph_input.example for graph_input in self.inputs]
+        if caching:  # the fake inputs, as torch.compile hands them over (see _backend_context)
+            examples = [graph_input.fake if isinstance(graph_input.fake, torch.Tensor)
+                        else graph_input.example for graph_input in self.inputs]
         backend_fn = lookup_backend(backend)
         ddp = active_ddp_module() if config.optimize_ddp else None
         if ddp is not None:  # one subgraph per gradient bucket, each compiled by the backend
@@ -344,11 +352,7 @@ class OutputGraph:
         label = backend if isinstance(backend, str) else getattr(backend, "__name__", backend)
         start = time.perf_counter()
         try:
-            # With symbolic inputs the backend must trace with our fake mode (found through the
-            # tracing context, as AOTAutograd and inductor look for it): faking the real examples
-            # on its own would specialize every size to this call's.
-            with tracing(TracingContext(self.fake_mode)) if self.has_symbols \
-                    else contextlib.nullcontext():
+            with self._backend_context(caching):
                 compiled = backend_fn(gm, examples)
         except Exception as error:
             raise BackendCompilerFailed(
@@ -358,6 +362,23 @@ class OutputGraph:
             raise BackendCompilerFailed(f"backend {label!r} returned {compiled!r}, which is not "
                                         "callable (a backend returns the function to run)")
         return gm, call_graph_callable(compiled), time.perf_counter() - start
+
+    def _backend_context(self, caching: bool) -> contextlib.AbstractContextManager:
+        """The tracing context the backend compiles under, or none.
+
+        With symbolic inputs the backend must trace with our fake mode (found through the
+        tracing context, as AOTAutograd and inductor look for it): faking the real examples on
+        its own would specialize every size to this call's. ``caching``: a static graph for a
+        backend whose caches need a ShapeEnv (``backends.CACHING_BACKENDS``) gets our fake mode
+        with an empty one attached, sizes staying static; the backend then fills its caches
+        (with the same keys as graphlift.persist's load, which compiles the saved graph so)."""
+        if self.has_symbols:
+            return tracing(TracingContext(self.fake_mode))
+        if not caching:
+            return contextlib.nullcontext()
+        if self.fake_mode.shape_env is None:  # static_shapes stays True: no size is a symbol
+            self.fake_mode.shape_env = ShapeEnv()
+        return tracing(TracingContext(self.fake_mode))
 
 
 def _is_helper(node: torch.fx.Node) -> bool:
