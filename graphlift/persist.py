@@ -780,9 +780,27 @@ def load(fn: types.FunctionType, state: ExtraState, options: Any) -> list[CacheE
     loaded = []
     for data in read_entries(directory, entry_key(fn.__code__, options)):
         try:
-            loaded.append(decode_entry(data, state.next_compile_id(), options, state,
-                                       fn.__code__))
+            entry = decode_entry(data, state.next_compile_id(), options, state, fn.__code__)
         except Exception as error:  # a name that moved; or a file from a buggy graphlift
             logs.emit("guards", f"cache entry of {fn.__qualname__} not loaded: "
                       f"{type(error).__name__}: {error}")
+            continue
+        forget_with_modules(state, entry)
+        loaded.append(entry)
     return loaded
+
+
+def forget_with_modules(state: ExtraState, entry: CacheEntry) -> None:
+    """Drop ``entry`` from ``state`` when a module it pins by identity dies: the entry holds
+    that module's parameters (as graph constants) and must not keep them, nor serve a new
+    module that reuses the address. The same for a loaded entry as for a traced one."""
+    for _, module_ref in entry.compiled_guards.module_roots:
+        module = module_ref()
+        if module is not None:
+            weakref.finalize(module, _drop_entry, weakref.ref(state), weakref.ref(entry))
+
+
+def _drop_entry(state_ref: weakref.ref, entry_ref: weakref.ref) -> None:
+    state, entry = state_ref(), entry_ref()
+    if state is not None and entry is not None:
+        state.remove(entry)

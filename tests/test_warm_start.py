@@ -386,6 +386,34 @@ def test_a_module_pinned_as_a_global_is_saved_by_its_name(cache, monkeypatch):
     assert counts(apply_pinned) == (1, 1, 1)
 
 
+def test_a_loaded_entry_goes_when_its_pinned_module_dies(cache):
+    """As a traced entry does: it holds the module's parameters, and must neither keep them
+    alive nor serve another module that reuses the address."""
+    import gc
+    import weakref
+
+    global PINNED
+    original = PINNED
+    try:  # not monkeypatch: it would keep the replaced module alive to restore it
+        PINNED = torch.nn.Linear(3, 2)
+        compiled = graphlift.compile(apply_pinned)
+        x = torch.randn(4, 3)
+        call(compiled, apply_pinned, x)
+        graphlift.reset()
+        call(compiled, apply_pinned, x)
+        assert counts(apply_pinned) == (0, 1, 0)
+        assert len(graphlift.cache_entries(apply_pinned)) == 1
+        dying = weakref.ref(PINNED)
+        PINNED = torch.nn.Linear(3, 2)
+        gc.collect()
+        assert dying() is None  # the loaded entry did not keep it
+        assert graphlift.cache_entries(apply_pinned) == []
+        call(compiled, apply_pinned, x)  # the new module: traced
+        assert counts(apply_pinned)[0] == 1
+    finally:
+        PINNED = original
+
+
 def test_a_module_pinned_as_a_closure_is_not_saved(cache, guard_logs):
     linear = torch.nn.Linear(3, 2)
 
