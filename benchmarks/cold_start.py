@@ -94,9 +94,11 @@ with torch.no_grad():
     expected = target(*args)
 assert torch.equal(out, expected), "compiled result differs from eager"
 # Read after the timing; inductor's counters live in torch._dynamo.utils (imported by then).
-hits = sys.modules["torch._dynamo.utils"].counters["inductor"]["fxgraph_cache_hit"] \
-    if "torch._dynamo.utils" in sys.modules else 0
-print(json.dumps({"import_s": import_s, "first_s": first_s, "inductor_cache_hits": hits,
+counters = sys.modules["torch._dynamo.utils"].counters \
+    if "torch._dynamo.utils" in sys.modules else {"inductor": {}, "aot_autograd": {}}
+print(json.dumps({"import_s": import_s, "first_s": first_s,
+                  "inductor_cache_hits": counters["inductor"].get("fxgraph_cache_hit", 0),
+                  "aot_autograd_cache_hits": counters["aot_autograd"].get("autograd_cache_hit", 0),
                   "dynamo_imported": "torch._dynamo" in sys.modules}))
 """
 
