@@ -47,10 +47,13 @@ Backends: ``eager`` runs the loaded graph as it is. ``aot_eager`` and ``inductor
 again on load, with example inputs made from the saved metadata of each placeholder (sizes,
 strides, dtype, device, requires_grad: ``torch.empty_strided``; backends read no values); inductor
 then finds its own FX graph and AOTAutograd caches (``TORCHINDUCTOR_CACHE_DIR``) warm and skips
-code generation. A graph with symbolic sizes or int inputs is not saved for them (its examples
-would need this process's ShapeEnv). Other backends (a callable, ``mode=`` settings) are not
-saved. The graph saved is the one the entry keeps, after the backend ran: inductor's pre-grad
-passes may have rewritten it in place (the same computation; its FX cache key may then differ).
+code generation: the cold process filled them, its static graph compiled under a tracing context
+with a ShapeEnv too (``OutputGraph._backend_context``). A graph with symbolic sizes or int inputs
+is not saved for them (its examples would need this process's ShapeEnv). Other backends (a
+callable, ``mode=`` settings) are not saved. The graph saved is the one the entry keeps, after
+the backend ran: inductor's pre-grad passes may have rewritten it in place (the same computation;
+its cache keys stay those of the cold compile where the passes leave their own output as it is,
+as on ``x + 1`` and a 2-block decoder: the first warm process hits both caches).
 """
 
 from __future__ import annotations
