@@ -32,7 +32,7 @@ from torch._higher_order_ops.invoke_subgraph import invoke_subgraph
 
 from graphlift.config import config
 from graphlift.ddp_optimizer import active_ddp_module
-from graphlift.guards import Guard, _lambda
+from graphlift.guards import Guard, GuardKind, _lambda
 from graphlift.output_graph import STATE_SWITCHES, GraphInput
 from graphlift.sources import FN_NAME, GLOBALS_NAME, Source
 from graphlift.variables.base import VariableTracker
@@ -198,8 +198,13 @@ class _Snapshot:
         modules = [a.source for a in args if isinstance(a, NNModuleVariable)]
         exprs = [(guards.expr(s), s.name()) for s in modules]
         patterns = [_pattern(e) for e, _ in exprs]
-        over = [g for g in guards.guards if any(p.search(g.check) for p in patterns)]
-        fast = [f for f in guards._fast if any(p.search(f) for p in patterns)]
+        # Not the modules' own identity (``self.h[0] is <block>``, made where the frame indexed
+        # a ModuleList): each call's module is another object, pinned where the frame got it.
+        pins = tuple(f"{e} is __gl_" for e, _ in exprs)
+        over = [g for g in guards.guards if any(p.search(g.check) for p in patterns)
+                and not (g.kind is GuardKind.ID_MATCH and g.check.startswith(pins))]
+        fast = [f for f in guards._fast if any(p.search(f) for p in patterns)
+                and not f.startswith(pins)]
         return Recording(list(args), modules, exprs, inputs, nodes, over, fast, spec)
 
 
