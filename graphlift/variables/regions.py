@@ -11,10 +11,19 @@ their fake values propagated. So a model that runs one marked layer 32 times tra
 bytecode once. Where a rebased guard fails, or the call cannot be matched, the call is traced
 as usual: the region is an optimization, never a change of meaning.
 
-Partial (issue 19): the copies are inlined into the frame's graph (every backend takes it);
-emitting one FX submodule or torch's ``invoke_subgraph`` for backends that accept subgraphs is
-not done. Regions that write Python state (the side-effect ledger), mutate tensors in place,
-switch grad mode or autocast inside, or take dynamic sizes are traced on every call.
+For backends that take subgraphs (``backends.takes_subgraphs``: ``aot_eager``, ``inductor``),
+the region becomes one FX subgraph, an attribute of the frame's graph (``subgraph_0``), and
+every call (the first too) is one ``torch.ops.higher_order.invoke_subgraph(subgraph_0,
+'subgraph_0', *operands)`` node and a ``getitem`` per output, as torch.compile emits
+``torch.compiler.nested_compile_region``: AOTAutograd traces the subgraph once and inductor
+compiles it once. Every other backend gets each call's nodes inlined: ``eager`` (torch's eager
+``invoke_subgraph`` cannot differentiate), users' backends, and a compile whose entry is to be
+saved (``config.cache_dir``: warm start saves no submodules) or split by DDP's buckets.
+
+Partial (issue 19): regions that write Python state (the side-effect ledger), mutate tensors in
+place, switch grad mode or autocast inside, or take dynamic sizes are traced on every call; a
+call whose rebased guard fails is traced inline (torch.compile makes it a second subgraph);
+outputs that share memory keep a region inline.
 """
 
 from __future__ import annotations
