@@ -17,6 +17,7 @@ from torch import nn
 from torch._higher_order_ops.invoke_subgraph import invoke_subgraph
 
 import graphlift
+from graphlift.backends import configure, takes_subgraphs
 from graphlift.testing import CompileCounter
 
 
@@ -607,6 +608,12 @@ def test_with_a_cache_dir_regions_are_inlined_and_the_entry_warm_starts(tmp_path
         same(compiled(x), expected)
     stats = graphlift.stats(Loss.forward)
     assert (stats.compiles, stats.loaded) == (0, 1)
+
+
+def test_which_backends_take_subgraphs():
+    assert takes_subgraphs("aot_eager") and takes_subgraphs("inductor")
+    assert takes_subgraphs(configure("inductor", "max-autotune-no-cudagraphs", None))
+    assert not takes_subgraphs("eager") and not takes_subgraphs(CompileCounter())
 
 
 # -- changes made in place after a module's structure was memoized -----------------------------
