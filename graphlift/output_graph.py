@@ -97,6 +97,10 @@ class OutputGraph:
         self.mutated_inputs: list[GraphInput] = []
         self.side_effects = SideEffects()
         self.regions: dict[tuple, Any] = {}  # nested compile regions recorded in this trace
+        # Whether the backend takes nested compile regions as subgraphs (``invoke_subgraph``),
+        # set by the compile; the module that holds them as its attributes (``subgraph_0``).
+        self.takes_subgraphs = False
+        self.root = torch.nn.Module()
         self._real_contexts: list[Any] = []
 
     @property
@@ -321,6 +325,19 @@ class OutputGraph:
         return sum(1 for n in self.graph.nodes
                    if n.op in ("call_function", "call_method", "call_module"))
 
+    def add_subgraph(self, graph: torch.fx.Graph) -> str:
+        """Make ``graph`` a module attribute of this graph (``subgraph_0``, as torch.compile
+        names them); it may read the subgraphs added before it. Returns its name."""
+        name = f"subgraph_{len(self.root._modules)}"
+        self.root.add_module(name, torch.fx.GraphModule(self.root, graph, class_name=name))
+        return name
+
+    def subgraph_node(self, name: str) -> torch.fx.Node:
+        """A ``get_attr`` node reading the subgraph ``name`` (one per call, as torch.compile)."""
+        node = self.graph.get_attr(name)
+        node.meta["stack_trace"] = stack_trace(self.tracers)
+        return node
+
     def getitem_node(self, node: torch.fx.Node, index: int) -> torch.fx.Node:
         """One output of a multi-output op (torch.split, torch.max with dim)."""
         return self.graph.call_function(operator.getitem, (node, index))
@@ -330,7 +347,7 @@ class OutputGraph:
         self, backend: str | Callable, name: str
     ) -> tuple[torch.fx.GraphModule, Callable, float]:
         """Hand the finished graph to the backend; return (module, callable, seconds)."""
-        gm = torch.fx.GraphModule(torch.nn.Module(), self.graph, class_name=name)
+        gm = torch.fx.GraphModule(self.root, self.graph, class_name=name)
         if self.has_unbacked or (self._shape_env is not None and
                                  self._shape_env.deferred_runtime_asserts):
             # What the trace assumed about unbacked symbols (torch._check(n < 10), a size >= 0)
