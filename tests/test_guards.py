@@ -12,8 +12,8 @@ import types
 import pytest
 import torch
 import torch._dynamo
-from torch._dynamo.utils import counters
 from corpus.harness import assert_same
+from torch._dynamo.utils import counters
 
 import graphlift
 from graphlift.testing import CompileCounter
