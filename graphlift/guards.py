@@ -6,9 +6,10 @@ them one by one: :meth:`GuardBuilder.compile` joins a compact set of expressions
 for a tensor's sizes, not one per dimension) into a single generated function whose source is kept.
 Only on a miss are the per-guard checks run, to name the first guard that failed and its value now.
 
-On a hit, the metadata checks of the tensors (dtype, device, requires_grad, sizes, strides) run
+On a hit, the checks of the tensors (type, dtype, device, requires_grad, sizes, strides) run
 in C++: one call of torch's ``TensorGuards`` checks them all, about 0.05 µs a tensor against about
-0.3 µs in Python. The generated Python function with every check written out stays what users read
+0.3 µs in Python (a type check stays in Python where an earlier check reads through the tensor:
+:class:`_TypeInCpp`). The generated Python function with every check written out stays what users read
 (``GRAPHLIFT_LOGS=guards``) and is the fallback: it runs where ``TensorGuards`` is off
 (``config.cpp_tensor_guards``) or refuses the tensors, and a miss is explained from its checks.
 """
