@@ -9,8 +9,8 @@ Only on a miss are the per-guard checks run, to name the first guard that failed
 On a hit, the checks of the tensors (type, dtype, device, requires_grad, sizes, strides) run
 in C++: one call of torch's ``TensorGuards`` checks them all, about 0.05 µs a tensor against about
 0.3 µs in Python (a type check stays in Python where an earlier check reads through the tensor:
-:class:`_TypeInCpp`). The generated Python function with every check written out stays what users read
-(``GRAPHLIFT_LOGS=guards``) and is the fallback: it runs where ``TensorGuards`` is off
+:class:`_TypeInCpp`). The generated Python function with every check written out stays what
+users read (``GRAPHLIFT_LOGS=guards``) and is the fallback: it runs where ``TensorGuards`` is off
 (``config.cpp_tensor_guards``) or refuses the tensors, and a miss is explained from its checks.
 """
 
