@@ -229,6 +229,19 @@ COLUMNS = ("case", "eager µs", "graphlift µs", "torch.compile µs", "gl overhe
            "tc overhead µs", "gl/tc overhead", "gl/tc total")
 
 
+def per_extra_tensor(rows: list[dict]) -> dict[str, float] | None:
+    """Each system's overhead per guarded tensor argument beyond the first: the overhead of the
+    10-tensor case minus that of the 1-tensor case, over 9 (both cases have one graph, one
+    output). It is what a tensor costs on a hit: its guard check and passing it to the graph."""
+    by_name = {r["case"]: r for r in rows}
+    one, ten = by_name.get(CASES[0].name), by_name.get(CASES[1].name)
+    if one is None or ten is None:
+        return None
+    return {"graphlift": (ten["graphlift_overhead_us"] - one["graphlift_overhead_us"]) / 9,
+            "torch.compile": (ten["torch_compile_overhead_us"]
+                              - one["torch_compile_overhead_us"]) / 9}
+
+
 def print_table(rows: list[dict]) -> None:
     widths = (20, 9, 13, 17, 15, 15, 15, 12)
     print("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
@@ -240,6 +253,11 @@ def print_table(rows: list[dict]) -> None:
                  f"{r['total_ratio']:.2f}")
         print("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
                         for i, (c, w) in enumerate(zip(cells, widths))))
+    per_tensor = per_extra_tensor(rows)
+    if per_tensor is not None:
+        gl, tc = per_tensor["graphlift"], per_tensor["torch.compile"]
+        print(f"\nper extra guarded tensor (sum of 10 tensors minus x + 1, over 9): "
+              f"graphlift {gl:.3f} µs, torch.compile {tc:.3f} µs")
     print()
     print("first call (trace + guards + backend), warm process:")
     for r in rows:
@@ -289,7 +307,8 @@ def main(argv: list[str] | None = None) -> int:
         with open(options.json, "w") as out:
             json.dump({"torch": torch.__version__, "python": sys.version.split()[0],
                        "calls": options.calls, "samples": options.samples,
-                       "cases": rows, "breakdown": parts}, out, indent=2)
+                       "cases": rows, "per_extra_tensor_us": per_extra_tensor(rows),
+                       "breakdown": parts}, out, indent=2)
         print(f"\nwrote {options.json}")
     return 0
 

@@ -6,10 +6,11 @@ them one by one: :meth:`GuardBuilder.compile` joins a compact set of expressions
 for a tensor's sizes, not one per dimension) into a single generated function whose source is kept.
 Only on a miss are the per-guard checks run, to name the first guard that failed and its value now.
 
-On a hit, the metadata checks of the tensors (dtype, device, requires_grad, sizes, strides) run
+On a hit, the checks of the tensors (type, dtype, device, requires_grad, sizes, strides) run
 in C++: one call of torch's ``TensorGuards`` checks them all, about 0.05 µs a tensor against about
-0.3 µs in Python. The generated Python function with every check written out stays what users read
-(``GRAPHLIFT_LOGS=guards``) and is the fallback: it runs where ``TensorGuards`` is off
+0.3 µs in Python (a type check stays in Python where an earlier check reads through the tensor:
+:class:`_TypeInCpp`). The generated Python function with every check written out stays what
+users read (``GRAPHLIFT_LOGS=guards``) and is the fallback: it runs where ``TensorGuards`` is off
 (``config.cpp_tensor_guards``) or refuses the tensors, and a miss is explained from its checks.
 """
 
@@ -19,6 +20,7 @@ import dataclasses
 import enum
 import math
 import operator
+import re
 import sys
 import types
 import weakref
@@ -230,14 +232,16 @@ class GuardBuilder:
         self.guards.append(guard)
 
     # -- guard kinds ---------------------------------------------------------------------------
-    def type_match(self, source: Source, value: Any) -> None:
+    def type_match(self, source: Source, value: Any, tensor: bool = False) -> None:
+        """``type(v) is T``. ``tensor``: the check of a tensor that TensorGuards checks too,
+        which the hit function may leave to it (see :class:`_TypeInCpp`)."""
         if not self._once((GuardKind.TYPE_MATCH, source)):
             return
         e = self.expr(source)
         check = f"type({e}) is {self.object_ref(type(value))}"
         self._add(Guard(GuardKind.TYPE_MATCH, f"type({source.name()}) is {_qualname(type(value))}",
                         check, f"type({e})"))
-        self._fast.append(check)
+        self._fast.append(_TypeInCpp(check, e) if tensor else check)
 
     def id_match(self, source: Source, value: Any) -> None:
         if not self._once((GuardKind.ID_MATCH, source)):
@@ -277,7 +281,7 @@ class GuardBuilder:
         if not self._once((GuardKind.TENSOR_MATCH, source)):
             return
         e, n = self.expr(source), source.name()
-        self.type_match(source, tensor)  # stays in Python, ahead of anything read from e
+        self.type_match(source, tensor, tensor=True)
         self._tensors.add(e, tensor, dynamic_dims)
         dtype = self.const(tensor.dtype)
         self._tensor_guard(f"{n}.dtype == {tensor.dtype}", f"{e}.dtype is {dtype}", f"{e}.dtype")
@@ -543,7 +547,7 @@ class GuardBuilder:
         if checker is not None:
             namespace["__gl_tensors"] = checker
             end = self._tensors.end
-            checks = [c for c in self._fast[:end] if not isinstance(c, _InCpp)]
+            checks = _left_in_python(self._fast[:end], self._tensors.exprs)
             checks.append(f"__gl_tensors({', '.join(self._tensors.exprs)})")
             checks += [str(c) for c in self._fast[end:]]
             fast_source = _check_function(name, params, checks)
@@ -596,6 +600,46 @@ def tensor_checker(specs: tuple[TensorSpec, ...]) -> Callable[..., bool] | None:
 
 class _InCpp(str):
     """A tensor check of the Python source that the hit path leaves to TensorGuards."""
+
+
+class _TypeInCpp(_InCpp):
+    """A tensor's ``type(e) is T``, left to TensorGuards where nothing reads through ``e`` first.
+
+    TensorGuards compares each object's exact type with the traced tensor's before it reads
+    anything from it, so on its own the check is redundant there. But the hit function calls
+    TensorGuards after the checks that precede it: where one of them (or another tensor's
+    expression, ``x.grad``) reads through ``e``, the type check stays in Python ahead of it, so
+    that nothing is read from an object of another type.
+    """
+
+    expr: str
+
+    def __new__(cls, check: str, expr: str) -> _TypeInCpp:
+        made = super().__new__(cls, check)
+        made.expr = expr
+        return made
+
+
+def _left_in_python(head: list[str], exprs: list[str]) -> list[str]:
+    """The checks of ``head`` (those ahead of the TensorGuards call over ``exprs``) that the hit
+    function keeps: every one not left to C++, and each tensor type check that something after it
+    reads through (see :class:`_TypeInCpp`)."""
+    kept = []
+    for i, check in enumerate(head):
+        if isinstance(check, _TypeInCpp):
+            later = [c for c in head[i + 1:] if type(c) is not _InCpp]
+            later += [e for e in exprs if e != check.expr]
+            if any(_reads_through(check.expr, text) for text in later):
+                kept.append(str(check))
+        elif not isinstance(check, _InCpp):
+            kept.append(check)
+    return kept
+
+
+def _reads_through(expr: str, text: str) -> bool:
+    """Whether ``text`` (generated code) may evaluate ``expr``: it contains it as a whole
+    expression, not as part of a longer name or an attribute of something else. Errs to yes."""
+    return re.search(rf"(?<![\w.]){re.escape(expr)}(?!\w)", text) is not None
 
 
 @dataclass

@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch._dynamo
 from corpus.harness import assert_same
+from torch._dynamo.utils import counters
 
 import graphlift
 from graphlift.testing import CompileCounter
@@ -309,7 +310,8 @@ def test_tensor_checks_run_in_cpp_on_a_hit_and_python_stays_readable():
     (entry,) = graphlift.cache_entries(compiled)
     guards = entry.compiled_guards
     assert "__gl_tensors(x, y, z)" in guards.fast_source
-    assert "x.dtype is" not in guards.fast_source and "type(x) is" in guards.fast_source
+    assert "x.dtype is" not in guards.fast_source and "type(x) is" not in guards.fast_source
+    assert "type(x) is" in entry.guard_source
     assert "x.dtype is" in entry.guard_source and "__gl_tensors" not in entry.guard_source
     assert graphlift.stats(compiled).hits == 1
     with graphlift.config.patch(cpp_tensor_guards=False):
@@ -348,6 +350,69 @@ def test_conjugate_view_recompiles_like_torch_compile():
     tc(x.conj())
     torch._dynamo.reset()
     assert counter.frame_count == theirs.frame_count == 2
+
+
+class Tagged(torch.Tensor):
+    pass
+
+
+class Loud:
+    """Not a tensor: any attribute read of it prints, which a guard must never cause."""
+
+    def __getattr__(self, name):
+        print("read", name)
+        raise AttributeError(name)
+
+    def __mul__(self, other):
+        return 0
+
+
+@pytest.mark.parametrize("other", [
+    pytest.param(lambda: 2.5, id="float"),
+    pytest.param(lambda: torch.nn.Parameter(torch.randn(3), requires_grad=False), id="parameter"),
+    pytest.param(lambda: torch.randn(3).as_subclass(Tagged), id="subclass"),
+    pytest.param(Loud, id="object"),
+])
+def test_tensor_type_checks_left_to_cpp_still_miss_on_another_type(other, capsys):
+    """A tensor's ``type(x) is torch.Tensor`` runs inside TensorGuards on a hit (it compares the
+    exact type before reading anything): another type misses as under torch.compile, the miss
+    names the type guard, and nothing is read from the other object."""
+    counter = CompileCounter()
+    compiled = graphlift.compile(double, backend=counter)
+    check_same(compiled, double, torch.randn(3))
+    assert "type(x)" not in graphlift.cache_entries(compiled)[0].compiled_guards.fast_source
+    with graphlift.config.patch(error_on_recompile=True):
+        with pytest.raises(graphlift.RecompileError) as info:
+            compiled(other())
+    assert "type(L['x']) is torch.Tensor" in str(info.value)
+    assert capsys.readouterr().out == ""
+    check_same(compiled, double, other())
+    torch._dynamo.reset()
+    counters.clear()
+    theirs = CompileCounter()
+    tc = torch.compile(double, backend=theirs)
+    tc(torch.randn(3))
+    tc(other())
+    converted = counters["frames"]["ok"]  # without a graph for a float, or with __mul__'s frame
+    torch._dynamo.reset()
+    assert graphlift.stats(compiled).compiles == 2 and converted >= 2
+    if type(other()) is torch.nn.Parameter:  # graphlift runs a subclass's frame eagerly
+        assert counter.frame_count == theirs.frame_count == 2
+
+
+def test_tensor_type_check_stays_in_python_where_a_check_reads_through_the_tensor():
+    from graphlift.guards import _InCpp, _left_in_python, _TypeInCpp
+
+    def head():
+        return [_TypeInCpp("type(x) is T", "x"), _InCpp("x.dtype is D"),
+                _TypeInCpp("type(xs) is T", "xs")]
+
+    assert _left_in_python(head(), ["x", "xs"]) == []
+    assert _left_in_python([*head(), "x.tag == 1"], ["x", "xs"]) == ["type(x) is T", "x.tag == 1"]
+    assert _left_in_python(head(), ["x", "xs", "x.grad"]) == ["type(x) is T"]
+    assert _left_in_python([*head(), "y.x == 1"], ["x", "xs"]) == ["y.x == 1"]
+    # A check ahead of the type check ran before it in the Python source too.
+    assert _left_in_python(["x.tag == 1", *head()], ["x", "xs"]) == ["x.tag == 1"]
 
 
 # -- what a miss reports -----------------------------------------------------------------------
