@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-SUPPORTED_VERSIONS = ((3, 11), (3, 12), (3, 13))
+SUPPORTED_VERSIONS = ((3, 10), (3, 11), (3, 12), (3, 13))
 VERSION: tuple[int, int] = tuple(sys.version_info[:2])
 
 
@@ -54,6 +54,7 @@ _RENAMED_312 = {
        for stem in ("TRUE", "FALSE", "NONE", "NOT_NONE")},
 }
 _RENAMED: dict[tuple[int, int], dict[str, str]] = {
+    (3, 10): {},
     (3, 11): {},
     (3, 12): _RENAMED_312,
     # 3.13's END_FOR pops one value (the POP_TOP after it pops the iterator); FOR_ITER's exit
@@ -85,6 +86,7 @@ def _by_table(table: tuple[str, ...]) -> tuple[Callable[[dis.Instruction], str],
 # Opcodes whose canonical name depends on the argument: (decoder, every name it gives).
 _BY_ARGUMENT: dict[tuple[int, int], dict[str, tuple[Callable[[dis.Instruction], str],
                                                     tuple[str, ...]]]] = {
+    (3, 10): {},
     (3, 11): {},
     (3, 12): {
         "LOAD_ATTR": _by_low_bit("LOAD_ATTR", "LOAD_METHOD"),
@@ -108,6 +110,7 @@ _BY_ARGUMENT: dict[tuple[int, int], dict[str, tuple[Callable[[dis.Instruction], 
 # (FOR_ITER's exit skips END_FOR, and 3.13's POP_TOP after it; the canonical SEND pops the
 # receiver that END_SEND pops).
 _SKIPS_END: dict[tuple[int, int], dict[str, tuple[str, ...]]] = {
+    (3, 10): {},
     (3, 11): {},
     (3, 12): {"FOR_ITER": ("END_FOR",), "SEND": ("END_SEND",)},
     (3, 13): {"FOR_ITER": ("END_FOR", "POP_TOP"), "SEND": ("END_SEND",)},
@@ -115,6 +118,15 @@ _SKIPS_END: dict[tuple[int, int], dict[str, tuple[str, ...]]] = {
 
 # Opcodes a version added that keep their own names (handled or refused under them).
 _ADDED: dict[tuple[int, int], frozenset[str]] = {
+    # 3.10's opcodes that 3.11 replaced (its block stack, its call and jump encodings).
+    (3, 10): frozenset({
+        *(f"{kind}_{op}" for kind in ("BINARY", "INPLACE")
+          for op in ("ADD", "AND", "FLOOR_DIVIDE", "LSHIFT", "MATRIX_MULTIPLY", "MODULO",
+                     "MULTIPLY", "OR", "POWER", "RSHIFT", "SUBTRACT", "TRUE_DIVIDE", "XOR")),
+        "CALL_FUNCTION", "CALL_FUNCTION_KW", "CALL_METHOD", "COPY_DICT_WITHOUT_KEYS", "DUP_TOP",
+        "DUP_TOP_TWO", "GEN_START", "JUMP_ABSOLUTE", "JUMP_IF_NOT_EXC_MATCH", "POP_BLOCK",
+        "POP_JUMP_IF_FALSE", "POP_JUMP_IF_TRUE", "ROT_FOUR", "ROT_N", "ROT_THREE", "ROT_TWO",
+        "SETUP_ASYNC_WITH", "SETUP_FINALLY", "SETUP_WITH", "YIELD_FROM"}),
     (3, 11): frozenset(),
     (3, 12): frozenset({"BINARY_SLICE", "STORE_SLICE", "END_FOR", "END_SEND", "CLEANUP_THROW",
                         "LOAD_FAST_AND_CLEAR", "LOAD_LOCALS", "LOAD_SUPER_ATTR",
@@ -154,6 +166,11 @@ def canonical_names(opname: str, version: tuple[int, int] = VERSION) -> tuple[st
     if opname in _BY_ARGUMENT[version]:
         return _BY_ARGUMENT[version][opname][1]
     return (_RENAMED[version].get(opname, opname),)
+
+
+def added(version: tuple[int, int]) -> frozenset[str]:
+    """The opcodes ``version`` has that keep their own names (no 3.11 counterpart)."""
+    return _ADDED[version]
 
 
 def decoded_elsewhere() -> set[str]:
@@ -214,10 +231,12 @@ def _decode(code: types.CodeType) -> list[Instruction]:
     result = []
     lineno = code.co_firstlineno
     cells = frozenset(code.co_cellvars + code.co_freevars)
+    line_at = _lines(code)
     for inst in raw:
-        located = inst.positions is not None and inst.positions.lineno is not None
+        line = line_at.get(inst.offset)
+        located = line is not None
         if located:
-            lineno = inst.positions.lineno
+            lineno = line
         argval = inst.argval
         skipped = skips.get(inst.opname, ())
         if skipped and _opnames(raw, index_of[argval], len(skipped)) == skipped:
@@ -250,6 +269,22 @@ def _decode(code: types.CodeType) -> list[Instruction]:
             Instruction(inst.opname, inst.arg, inst.argval, inst.offset, inst.lineno, True,
                         inst.located)
             for inst in result]
+
+
+def _lines(code: types.CodeType) -> dict[int, int | None]:
+    """Each instruction offset's line (None: the line table gives it none). ``co_lines`` reads
+    the line table of every supported version (3.10 has no ``positions`` on instructions)."""
+    lines = {}
+    for start, end, line in code.co_lines():
+        for offset in range(start, end, 2):
+            lines[offset] = line
+    return lines
+
+
+def qualname(code: types.CodeType) -> str:
+    """The code's qualified name; 3.10's code objects have only ``co_name`` (no class or
+    enclosing function prefix)."""
+    return getattr(code, "co_qualname", code.co_name)
 
 
 def _opnames(raw: list, start: int, count: int) -> tuple[str, ...]:
