@@ -693,8 +693,9 @@ class InstructionTranslator:
 
     def MAKE_FUNCTION_310(self, inst: Instruction) -> None:
         # 3.10 has the qualified name above the code (3.11's code objects carry it).
-        self.pop()
+        qualname = self.pop().as_constant()
         self.MAKE_FUNCTION(inst)
+        self.peek().qualified_name = qualname
 
     def SET_FUNCTION_ATTRIBUTE(self, inst: Instruction) -> None:
         # 3.13: the function made by MAKE_FUNCTION on top, one of its attributes below (the
