@@ -219,11 +219,6 @@ def canonical_names(opname: str, version: tuple[int, int] = VERSION) -> tuple[st
     return (_RENAMED[version].get(opname, opname),)
 
 
-def added(version: tuple[int, int]) -> frozenset[str]:
-    """The opcodes ``version`` has that keep their own names (no 3.11 counterpart)."""
-    return _ADDED[version]
-
-
 def decoded_elsewhere() -> set[str]:
     """Canonical names some supported version decodes to (for the coverage check's test that
     a refused name is no leftover)."""
