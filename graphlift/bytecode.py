@@ -29,9 +29,7 @@ stack (``SETUP_FINALLY``, ``POP_BLOCK``), ``JUMP_IF_NOT_EXC_MATCH``, ``GEN_START
 ``WITH_EXCEPT_START``, ``MAKE_FUNCTION``, ``MATCH_KEYS``, ``MATCH_CLASS``). 3.10 has no
 exception table: :func:`exception_table` derives one from a walk of the block stack, and
 :data:`HANDLER_ENTRY` says what a handler finds on the stack (3.10: two exception triples).
-Refused on 3.10: ``SETUP_ASYNC_WITH`` (async code, as on every version). Not done: a generator
-suspended inside a try block on 3.10 is taken to run code when it is closed (the translator
-reads 3.11's handler shapes only), so it falls back.
+Refused on 3.10: ``SETUP_ASYNC_WITH`` (async code, as on every version).
 """
 
 from __future__ import annotations
