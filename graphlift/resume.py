@@ -155,7 +155,7 @@ def make_resume_code(code: types.CodeType, key: ResumeKey) -> types.CodeType:
         co_varnames=new_varnames,
         co_flags=code.co_flags & ~(CO_VARARGS | CO_VARKEYWORDS),
         co_name=f"__resume_at_{key.offset}_{code.co_name}",
-        co_qualname=f"__resume_at_{key.offset}_{code.co_qualname}",
+        co_qualname=f"__resume_at_{key.offset}_{bytecode.qualname(code)}",
         co_exceptiontable=_shift_exception_table(code, prefix_units),
         co_linetable=_no_location_entries(prefix_units) + code.co_linetable,
         co_stacksize=code.co_stacksize + len(key.stack_nulls),
