@@ -59,7 +59,7 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
                  kinds and the check function, symbolic sizes (agreed across ranks by compiler
                  collectives), pure-Python stand-ins for C
                  functions, resume code objects
-    bytecode:    bytecode  -- decoding 3.11 to 3.13 instructions into one form; the version check
+    bytecode:    bytecode  -- decoding 3.10 to 3.13 instructions into one form; the version check
     primitives:  config, break_types, exc, logs, progress, sources, code_extra  -- settings,
                  the graph-break registry (ids GL0001...), errors, GRAPHLIFT_LOGS, the phases of
                  long compiles, where values come from (L['x'], G['w']), the code object's
@@ -70,8 +70,9 @@ from graphlift.bytecode import check_python_version
 
 check_python_version()
 
-# Imports below need 3.11 (the version check above must run first). ``graphlift.graph_break`` is
-# the function; its module stays importable by its full name (``graphlift.graph_break.listeners``).
+# Imports below need 3.10 or later (the version check above must run first).
+# ``graphlift.graph_break`` is the function; its module stays importable by its full name
+# (``graphlift.graph_break.listeners``).
 from graphlift import events, structured_trace, testing, trace_rules  # noqa: E402
 from graphlift.backends import list_backends, register_backend  # noqa: E402
 from graphlift.cache import CacheEntry, Stats  # noqa: E402

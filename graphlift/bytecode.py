@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-SUPPORTED_VERSIONS = ((3, 11), (3, 12), (3, 13))
+SUPPORTED_VERSIONS = ((3, 10), (3, 11), (3, 12), (3, 13))
 VERSION: tuple[int, int] = tuple(sys.version_info[:2])
 
 
@@ -53,7 +53,18 @@ _RENAMED_312 = {
     **{f"POP_JUMP_IF_{stem}": f"POP_JUMP_FORWARD_IF_{stem}"
        for stem in ("TRUE", "FALSE", "NONE", "NOT_NONE")},
 }
+# 3.10's opcodes whose 3.11 namesakes take a different stack: the exception's (type, value,
+# traceback) triples of 3.10's handlers (see HANDLER_ENTRY), MAKE_FUNCTION's qualified name.
+_RENAMED_310 = {
+    "RERAISE": "RERAISE_310",  # pops the raised triple
+    "POP_EXCEPT": "POP_EXCEPT_310",  # pops the previous exception's triple
+    "WITH_EXCEPT_START": "WITH_EXCEPT_START_310",  # __exit__ below two triples
+    "MAKE_FUNCTION": "MAKE_FUNCTION_310",  # the qualified name above the code
+    "SETUP_WITH": "BEFORE_WITH",  # and a block, which is in the derived exception table
+    "CALL_METHOD": "CALL",  # after LOAD_METHOD: the same stack as 3.11's CALL
+}
 _RENAMED: dict[tuple[int, int], dict[str, str]] = {
+    (3, 10): _RENAMED_310,
     (3, 11): {},
     (3, 12): _RENAMED_312,
     # 3.13's END_FOR pops one value (the POP_TOP after it pops the iterator); FOR_ITER's exit
@@ -85,6 +96,7 @@ def _by_table(table: tuple[str, ...]) -> tuple[Callable[[dis.Instruction], str],
 # Opcodes whose canonical name depends on the argument: (decoder, every name it gives).
 _BY_ARGUMENT: dict[tuple[int, int], dict[str, tuple[Callable[[dis.Instruction], str],
                                                     tuple[str, ...]]]] = {
+    (3, 10): {},
     (3, 11): {},
     (3, 12): {
         "LOAD_ATTR": _by_low_bit("LOAD_ATTR", "LOAD_METHOD"),
@@ -104,10 +116,45 @@ _BY_ARGUMENT: dict[tuple[int, int], dict[str, tuple[Callable[[dis.Instruction], 
     },
 }
 
+# 3.10's opcodes that are a 3.11 opcode with an argument: (decoder giving the canonical name and
+# argument, every name it gives). 3.10's jumps have absolute targets or go one way; the canonical
+# jump says its direction (dis gives argval as the target offset in every version).
+_NB_OPS_310 = ("ADD", "AND", "FLOOR_DIVIDE", "LSHIFT", "MATRIX_MULTIPLY", "MULTIPLY", "MODULO",
+               "OR", "POWER", "RSHIFT", "SUBTRACT", "TRUE_DIVIDE", "XOR")  # 3.11's NB_* order
+
+
+def _fixed(name: str, arg: int) -> tuple[Callable[[dis.Instruction], tuple[str, int]],
+                                          tuple[str, ...]]:
+    return (lambda inst: (name, arg)), (name,)
+
+
+def _by_direction(forward: str, backward: str) -> tuple[
+        Callable[[dis.Instruction], tuple[str, int]], tuple[str, ...]]:
+    return (lambda inst: (forward if inst.argval > inst.offset else backward, inst.arg)), \
+        (forward, backward)
+
+
+_REWRITTEN: dict[tuple[int, int], dict[str, tuple[Callable[[dis.Instruction], tuple[str, int]],
+                                                  tuple[str, ...]]]] = {
+    (3, 10): {
+        **{f"BINARY_{op}": _fixed("BINARY_OP", i) for i, op in enumerate(_NB_OPS_310)},
+        **{f"INPLACE_{op}": _fixed("BINARY_OP", 13 + i) for i, op in enumerate(_NB_OPS_310)},
+        "DUP_TOP": _fixed("COPY", 1),
+        "ROT_TWO": _fixed("SWAP", 2),
+        "ROT_THREE": _fixed("ROT_N", 3),
+        "ROT_FOUR": _fixed("ROT_N", 4),
+        "JUMP_ABSOLUTE": _by_direction("JUMP_FORWARD", "JUMP_BACKWARD"),
+        **{f"POP_JUMP_IF_{stem}": _by_direction(f"POP_JUMP_FORWARD_IF_{stem}",
+                                                f"POP_JUMP_BACKWARD_IF_{stem}")
+           for stem in ("TRUE", "FALSE")},
+    },
+}
+
 # Jumps whose canonical target is after the instructions they point at in 3.12 and 3.13
 # (FOR_ITER's exit skips END_FOR, and 3.13's POP_TOP after it; the canonical SEND pops the
 # receiver that END_SEND pops).
 _SKIPS_END: dict[tuple[int, int], dict[str, tuple[str, ...]]] = {
+    (3, 10): {},
     (3, 11): {},
     (3, 12): {"FOR_ITER": ("END_FOR",), "SEND": ("END_SEND",)},
     (3, 13): {"FOR_ITER": ("END_FOR", "POP_TOP"), "SEND": ("END_SEND",)},
@@ -115,6 +162,10 @@ _SKIPS_END: dict[tuple[int, int], dict[str, tuple[str, ...]]] = {
 
 # Opcodes a version added that keep their own names (handled or refused under them).
 _ADDED: dict[tuple[int, int], frozenset[str]] = {
+    # 3.10's opcodes without a 3.11 form: calls without a NULL, its block stack, its yield from.
+    (3, 10): frozenset({"CALL_FUNCTION", "CALL_FUNCTION_KW", "COPY_DICT_WITHOUT_KEYS",
+                        "DUP_TOP_TWO", "GEN_START", "JUMP_IF_NOT_EXC_MATCH", "POP_BLOCK",
+                        "ROT_N", "SETUP_ASYNC_WITH", "SETUP_FINALLY", "YIELD_FROM"}),
     (3, 11): frozenset(),
     (3, 12): frozenset({"BINARY_SLICE", "STORE_SLICE", "END_FOR", "END_SEND", "CLEANUP_THROW",
                         "LOAD_FAST_AND_CLEAR", "LOAD_LOCALS", "LOAD_SUPER_ATTR",
@@ -151,9 +202,16 @@ def never_decoded(opname: str) -> str | None:
 
 def canonical_names(opname: str, version: tuple[int, int] = VERSION) -> tuple[str, ...]:
     """The canonical names an opcode of ``version`` can decode to."""
+    if opname in _REWRITTEN.get(version, {}):
+        return _REWRITTEN[version][opname][1]
     if opname in _BY_ARGUMENT[version]:
         return _BY_ARGUMENT[version][opname][1]
     return (_RENAMED[version].get(opname, opname),)
+
+
+def added(version: tuple[int, int]) -> frozenset[str]:
+    """The opcodes ``version`` has that keep their own names (no 3.11 counterpart)."""
+    return _ADDED[version]
 
 
 def decoded_elsewhere() -> set[str]:
@@ -161,13 +219,21 @@ def decoded_elsewhere() -> set[str]:
     a refused name is no leftover)."""
     names = {name for table in _RENAMED.values() for name in table.values()}
     names.update(*_ADDED.values())
-    for table in _BY_ARGUMENT.values():
+    for table in (*_BY_ARGUMENT.values(), *_REWRITTEN.values()):
         for _, produced in table.values():
             names.update(produced)
     return names
 
 
-def _canonical(inst: dis.Instruction) -> str:
+def _canonical(inst: dis.Instruction) -> tuple[str, int | None]:
+    """The canonical name and argument of a raw instruction."""
+    rewritten = _REWRITTEN.get(VERSION, {}).get(inst.opname)
+    if rewritten is not None:
+        return rewritten[0](inst)
+    return _canonical_name(inst), inst.arg
+
+
+def _canonical_name(inst: dis.Instruction) -> str:
     by_argument = _BY_ARGUMENT.get(VERSION, {}).get(inst.opname)
     if by_argument is not None:
         return by_argument[0](inst)
@@ -214,10 +280,12 @@ def _decode(code: types.CodeType) -> list[Instruction]:
     result = []
     lineno = code.co_firstlineno
     cells = frozenset(code.co_cellvars + code.co_freevars)
+    line_at = _lines(code)
     for inst in raw:
-        located = inst.positions is not None and inst.positions.lineno is not None
+        line = line_at.get(inst.offset)
+        located = line is not None
         if located:
-            lineno = inst.positions.lineno
+            lineno = line
         argval = inst.argval
         skipped = skips.get(inst.opname, ())
         if skipped and _opnames(raw, index_of[argval], len(skipped)) == skipped:
@@ -225,7 +293,9 @@ def _decode(code: types.CodeType) -> list[Instruction]:
             # POP_TOP); the canonical SEND pops the receiver itself, which END_SEND would pop.
             argval = raw[index_of[argval] + len(skipped)].offset
             targets.add(argval)
-        opname = _canonical(inst)
+        opname, arg = _canonical(inst)
+        if arg != inst.arg:
+            argval = arg  # an opcode with its argument in the name (BINARY_ADD, DUP_TOP)
         if inst.opname == "LOAD_FAST" and inst.argval in cells:
             # 3.13 loads a cell itself (to build a closure) with LOAD_FAST of its slot; 3.11
             # and 3.12 with LOAD_CLOSURE, and never LOAD_FAST a cell or free variable.
@@ -238,7 +308,6 @@ def _decode(code: types.CodeType) -> list[Instruction]:
             result.append(Instruction("KW_NAMES", names.arg, names.argval, names.offset,
                                       names.lineno, names.is_jump_target, names.located))
             opname = "CALL"
-        arg = inst.arg
         if opname == "RESUME":
             # The low two bits say where the frame resumes (0 start, 1 yield, 2 yield from,
             # 3 await); 3.13 adds bit 2 for a yield inside an except block, a hint to the
@@ -252,6 +321,22 @@ def _decode(code: types.CodeType) -> list[Instruction]:
             for inst in result]
 
 
+def _lines(code: types.CodeType) -> dict[int, int | None]:
+    """Each instruction offset's line (None: the line table gives it none). ``co_lines`` reads
+    the line table of every supported version (3.10 has no ``positions`` on instructions)."""
+    lines = {}
+    for start, end, line in code.co_lines():
+        for offset in range(start, end, 2):
+            lines[offset] = line
+    return lines
+
+
+def qualname(code: types.CodeType) -> str:
+    """The code's qualified name; 3.10's code objects have only ``co_name`` (no class or
+    enclosing function prefix)."""
+    return getattr(code, "co_qualname", code.co_name)
+
+
 def _opnames(raw: list, start: int, count: int) -> tuple[str, ...]:
     return tuple(inst.opname for inst in raw[start:start + count])
 
@@ -262,9 +347,26 @@ def kw_names(code: types.CodeType, inst: Instruction) -> tuple[str, ...]:
     return code.co_consts[inst.arg]
 
 
+# 3.11 added LOAD_GLOBAL's NULL bit; 3.10's argument is the name's index alone.
+GLOBAL_NULL_BIT = VERSION >= (3, 11)
+
+
 def pushes_null(inst: Instruction) -> bool:
     """LOAD_GLOBAL's low bit asks for a NULL beside the value (see :func:`call_slots`)."""
-    return bool(inst.arg & 1)
+    return GLOBAL_NULL_BIT and bool(inst.arg & 1)
+
+
+def cells_at_start(code: types.CodeType) -> tuple[str, ...]:
+    """The cell variables a frame has before its first instruction: 3.10 makes them with the
+    frame (an argument's cell holds the argument); 3.11 on with MAKE_CELL."""
+    return code.co_cellvars if VERSION < (3, 11) else ()
+
+
+def resumes_yield_from(inst: Instruction) -> bool:
+    """Whether a generator suspended before ``inst`` is inside a ``yield from`` (its delegate
+    on top of the stack): 3.11's RESUME 2 after the yield, or 3.10's YIELD_FROM, which runs
+    again when the generator resumes."""
+    return (inst.opname == "RESUME" and inst.arg == 2) or inst.opname == "YIELD_FROM"
 
 
 # 3.13's CALL expects ``callable, self_or_null``; 3.11 and 3.12's ``NULL_or_method,
@@ -293,9 +395,33 @@ def dump(code: types.CodeType) -> str:
     return "\n".join(str(inst) for inst in decode(code))
 
 
-def exception_handler(code: types.CodeType, offset: int) -> Any:
-    """The exception-table entry covering ``offset`` (start, end, target, depth, lasti); the
-    table's format is the same in 3.11, 3.12 and 3.13."""
+@dataclass(frozen=True)
+class HandlerEntry:
+    """One exception-table entry: a raise in ``[start, end)`` goes to ``target`` with the stack
+    cut to ``depth`` (and the raising offset pushed when ``lasti``). ``restore`` is 3.10's: the
+    stack slot of the previous exception (the handled one again after the raise leaves the
+    except blocks it crosses), None where the raise leaves none."""
+
+    start: int
+    end: int
+    target: int
+    depth: int
+    lasti: bool
+    restore: int | None = None
+
+
+# What a handler finds above its entry's depth, bottom first. 3.11 on push the exception
+# (PUSH_EXC_INFO then saves the handled one); 3.10 pushes the handled exception's triple, then
+# the raised one's, and makes the raised one the handled exception at once.
+HANDLER_ENTRY: tuple[str, ...] = (
+    ("previous_traceback", "previous", "previous_type", "traceback", "exception", "type")
+    if VERSION < (3, 11) else ("exception",))
+HANDLER_SETS_EXCEPTION = "previous" in HANDLER_ENTRY
+
+
+def exception_handler(code: types.CodeType, offset: int) -> HandlerEntry | None:
+    """The exception-table entry covering ``offset``; the table's format is the same in 3.11,
+    3.12 and 3.13, and 3.10's is derived from its block stack."""
     for entry in exception_table(code):
         if entry.start <= offset < entry.end:
             return entry
@@ -324,7 +450,8 @@ def user_handler(code: types.CodeType, offset: int) -> Any:
 
 # Instructions after which execution never goes on to the next one.
 _NO_FALLTHROUGH = frozenset({"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT",
-                             "RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"})
+                             "RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE",
+                             "RERAISE_310"})
 
 
 def normal_flow(code: types.CodeType) -> frozenset[int]:
@@ -353,6 +480,7 @@ def normal_flow(code: types.CodeType) -> frozenset[int]:
 # Every jump opcode's canonical name (their argvals are target offsets).
 _JUMPS = frozenset({"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "FOR_ITER",
                     "SEND", "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP",
+                    "JUMP_IF_NOT_EXC_MATCH",
                     *(f"POP_JUMP_{way}_IF_{stem}" for way in ("FORWARD", "BACKWARD")
                       for stem in ("TRUE", "FALSE", "NONE", "NOT_NONE"))})
 
@@ -362,12 +490,100 @@ _decoded: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def exception_table(code: types.CodeType) -> list:
-    """The parsed exception table (cached per code object)."""
+def exception_table(code: types.CodeType) -> list[HandlerEntry]:
+    """The parsed exception table (cached per code object); 3.10's is derived from its block
+    stack (:func:`_block_table`)."""
     table = _tables.get(code)
     if table is None:
-        table = _tables[code] = dis._parse_exception_table(code)
+        if VERSION < (3, 11):
+            table = _block_table(code)
+        else:
+            table = [HandlerEntry(e.start, e.end, e.target, e.depth, e.lasti)
+                     for e in dis._parse_exception_table(code)]
+        _tables[code] = table
     return table
+
+
+# -- 3.10's block stack as an exception table ---------------------------------------------------
+# SETUP_FINALLY / SETUP_WITH push a block whose handler is their target; POP_BLOCK pops it; a
+# raise inside it cuts the stack to the block's level, pushes an EXCEPT_HANDLER block and the six
+# values of HANDLER_ENTRY; POP_EXCEPT pops that block (and three values). A raise inside an
+# EXCEPT_HANDLER block unwinds it (the handled exception becomes the previous one again) on its
+# way to the next handler out. The compiler keeps the block stack and the stack depth the same
+# at an instruction on every path to it, so one walk of the control flow gives both.
+_SETUP_310 = {"SETUP_FINALLY": 0, "SETUP_WITH": 0, "SETUP_ASYNC_WITH": -1}  # level - depth
+_ENDS_310 = frozenset({"RETURN_VALUE", "RAISE_VARARGS", "RERAISE", "JUMP_ABSOLUTE",
+                       "JUMP_FORWARD"})
+_HANDLER_VALUES_310 = 6
+_PREVIOUS_SLOT_310 = 1  # above the block's level: the previous traceback, exception, type
+
+
+def _effect_310(inst: dis.Instruction) -> int:
+    """The stack effect of going on to the next instruction. GEN_START pops the value sent to
+    start the generator, which the translator's generator frames never push: none here."""
+    if inst.opname == "GEN_START":
+        return 0
+    return dis.stack_effect(inst.opcode, inst.arg, jump=False)
+
+
+def _block_table(code: types.CodeType) -> list[HandlerEntry]:
+    """3.10's exception table: each offset's innermost handler, from a walk of the block stack.
+    A block is (handler target or None for an EXCEPT_HANDLER block, stack level)."""
+    raw = list(dis.get_instructions(code))
+    index_of = {inst.offset: i for i, inst in enumerate(raw)}
+    states: dict[int, tuple[tuple[tuple[int | None, int], ...], int]] = {0: ((), 0)}
+    todo = [0]
+    while todo:
+        i = todo.pop()
+        blocks, depth = states[i]
+        inst = raw[i]
+        name = inst.opname
+        successors = []
+        if name in _SETUP_310:
+            level = depth + _SETUP_310[name]
+            successors.append((i + 1, blocks + ((inst.argval, level),),
+                               depth + dis.stack_effect(inst.opcode, inst.arg, jump=False)))
+            successors.append((index_of[inst.argval], blocks + ((None, level),),
+                               level + _HANDLER_VALUES_310))
+        else:
+            if name in ("POP_BLOCK", "POP_EXCEPT"):
+                blocks = blocks[:-1]
+            if inst.opcode in dis.hasjabs or inst.opcode in dis.hasjrel:
+                successors.append((index_of[inst.argval], blocks,
+                                   depth + dis.stack_effect(inst.opcode, inst.arg, jump=True)))
+            if name not in _ENDS_310:
+                successors.append((i + 1, blocks, depth + _effect_310(inst)))
+        for j, next_blocks, next_depth in successors:
+            if j < len(raw) and j not in states:
+                states[j] = (next_blocks, next_depth)
+                todo.append(j)
+    entries: list[HandlerEntry] = []
+    for i in sorted(states):
+        entry = _innermost_handler(states[i][0], raw[i].offset)
+        if entry is None:
+            continue
+        last = entries[-1] if entries else None
+        if last is not None and last.end == entry.start and \
+                (last.target, last.depth, last.restore) == (entry.target, entry.depth,
+                                                            entry.restore):
+            entries[-1] = HandlerEntry(last.start, entry.end, last.target, last.depth, False,
+                                       last.restore)
+        else:
+            entries.append(entry)
+    return entries
+
+
+def _innermost_handler(blocks: tuple[tuple[int | None, int], ...],
+                       offset: int) -> HandlerEntry | None:
+    """Where a raise at ``offset`` goes under ``blocks``: the innermost SETUP block's handler,
+    restoring the previous exception of the outermost EXCEPT_HANDLER block it leaves."""
+    restore = None
+    for target, level in reversed(blocks):
+        if target is None:
+            restore = level + _PREVIOUS_SLOT_310
+            continue
+        return HandlerEntry(offset, offset + 2, target, level, False, restore)
+    return None
 
 
 # 3.11 to 3.13 location table (Objects/locations.md): an entry's first byte is 0x80 | code << 3 |

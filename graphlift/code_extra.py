@@ -21,13 +21,13 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-if sys.version_info[:2] not in ((3, 11), (3, 12), (3, 13)):
-    # The C API below is checked on 3.11 to 3.13 only; other versions may change its contract.
-    raise ImportError(f"graphlift.code_extra supports CPython 3.11 to 3.13, not {sys.version}")
+if sys.version_info[:2] not in ((3, 10), (3, 11), (3, 12), (3, 13)):
+    # The C API below is checked on 3.10 to 3.13 only; other versions may change its contract.
+    raise ImportError(f"graphlift.code_extra supports CPython 3.10 to 3.13, not {sys.version}")
 
-# 3.12 renamed the functions PyUnstable_* (3.13 kept those names); the old names became static
-# inline functions, which ctypes cannot reach. The contract (SetExtra frees the value it
-# replaces) stayed the same.
+# 3.10 and 3.11 export the _Py* names; 3.12 renamed the functions PyUnstable_* (3.13 kept those
+# names); the old names became static inline functions, which ctypes cannot reach. The contract
+# (SetExtra frees the value it replaces) stayed the same.
 _NAMES = {
     "request": ("PyUnstable_Eval_RequestCodeExtraIndex", "_PyEval_RequestCodeExtraIndex"),
     "get": ("PyUnstable_Code_GetExtra", "_PyCode_GetExtra"),

@@ -182,13 +182,13 @@ def _encode_code(code: types.CodeType) -> list[str]:
     code's contents that the loader's code must match (the user may have edited it since)."""
     for module in list(sys.modules.values()):
         if getattr(module, "__file__", None) == code.co_filename:
-            path = [module.__name__, code.co_qualname]
+            path = [module.__name__, bytecode.qualname(code)]
             try:
                 if _resolve(*path).__code__ is code:
                     return [*path, _code_digest(code)]
             except Exception:  # no such function in that module
                 break
-    raise NotPortable(f"the code of {code.co_qualname} (not a module-level function)")
+    raise NotPortable(f"the code of {bytecode.qualname(code)} (not a module-level function)")
 
 
 def _decode_code(data: list[str]) -> types.CodeType:
@@ -630,8 +630,9 @@ def _code_text(code: types.CodeType) -> str:
             consts.append(f"frozenset({sorted(map(repr, c))})")
         else:
             consts.append(repr(c))
-    return repr((code.co_filename, code.co_qualname, code.co_firstlineno, code.co_code.hex(),
-                 consts, code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,
+    return repr((code.co_filename, bytecode.qualname(code), code.co_firstlineno,
+                 code.co_code.hex(), consts, code.co_names,
+                 code.co_varnames, code.co_freevars, code.co_cellvars,
                  code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount,
                  code.co_flags, code.co_exceptiontable.hex(), code.co_linetable.hex()))
 

@@ -215,6 +215,8 @@ class InstructionTranslator:
         self.is_generator = False  # the frame of a generator: it stops at each yield
         self.yielded_value: VariableTracker | None = None  # what the last YIELD_VALUE yielded
         self.current_exception: VariableTracker | None = None  # inside an except block
+        for name in bytecode.cells_at_start(code):  # 3.10: no MAKE_CELL
+            self.make_cell(name)
 
     def inline_call(self, fn: BaseUserFunctionVariable, args: list[VariableTracker],
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
@@ -319,10 +321,10 @@ class InstructionTranslator:
         return self.resume_generator(returned if returned is not None else ConstantVariable(None))
 
     def yield_from_delegate(self) -> VariableTracker | None:
-        """The iterator a ``yield from`` suspended here delegates to (RESUME 2 follows the
-        yield, with the delegate on the stack), else None."""
+        """The iterator a ``yield from`` suspended here delegates to (3.11's RESUME 2 follows
+        the yield, 3.10's YIELD_FROM runs again; the delegate is on the stack), else None."""
         following = self.instructions[self.ip] if self.ip < len(self.instructions) else None
-        if following is None or following.opname != "RESUME" or following.arg != 2:
+        if following is None or not bytecode.resumes_yield_from(following):
             return None
         return self.peek()
 
@@ -375,6 +377,9 @@ class InstructionTranslator:
         """Leave the ``yield from`` loop as SEND does when its delegate ends: the delegate is
         popped and the frame goes on after the loop."""
         self.pop()
+        if self.instructions[self.ip].opname == "YIELD_FROM":  # 3.10: after it
+            self.ip += 1
+            return
         jump_back = self.instructions[self.ip + 1]  # after RESUME 2: the jump back to SEND
         send = self.instructions[self.index_of_offset[jump_back.argval]]
         self.ip = self.index_of_offset[send.argval]
@@ -458,11 +463,30 @@ class InstructionTranslator:
             raise self._located(Unsupported(
                 f"the frame raises {type(real).__name__}: {real}", break_type="user_exception",
                 hints=("eager execution raises it, with the original traceback",)))
+        if entry.restore is not None:  # 3.10: leaving except blocks restores their exception
+            previous = self.stack[entry.restore]
+            self.current_exception = None if is_none(previous) else previous
         del self.stack[entry.depth:]
         if entry.lasti:
             self.push(ConstantVariable(inst.offset))
-        self.push(tracker_of(error))
+        exception = tracker_of(error)
+        for slot in bytecode.HANDLER_ENTRY:
+            self.push(self.handler_value(slot, exception))
+        if bytecode.HANDLER_SETS_EXCEPTION:
+            self.current_exception = exception
         self.ip = self.index_of_offset[entry.target]
+
+    def handler_value(self, slot: str, exception: VariableTracker) -> VariableTracker:
+        """One value a handler finds on the stack (see ``bytecode.HANDLER_ENTRY``); tracebacks
+        are not traced (None, what __exit__ also gets from the exception table's handlers)."""
+        if slot == "exception":
+            return exception
+        if slot == "type":
+            return ClassVariable(exception.python_type())
+        previous = self.current_exception
+        if previous is None or slot == "previous_traceback":
+            return ConstantVariable(None)
+        return previous if slot == "previous" else ClassVariable(previous.python_type())
 
     def jump(self, inst: Instruction) -> None:
         self.ip = self.index_of_offset[inst.argval]
@@ -515,6 +539,13 @@ class InstructionTranslator:
 
     def SWAP(self, inst: Instruction) -> None:
         self.stack[-1], self.stack[-inst.arg] = self.stack[-inst.arg], self.stack[-1]
+
+    def ROT_N(self, inst: Instruction) -> None:
+        # 3.10 (and its ROT_THREE, ROT_FOUR): the top moves down to the arg-th slot.
+        self.stack.insert(len(self.stack) - inst.arg + 1, self.pop())
+
+    def DUP_TOP_TWO(self, inst: Instruction) -> None:
+        self.stack.extend(self.stack[-2:])
 
     # -- loads and stores ----------------------------------------------------------------------
     def LOAD_CONST(self, inst: Instruction) -> None:
@@ -625,10 +656,13 @@ class InstructionTranslator:
         self.stack.extend(bytecode.call_slots(self.pop(), NullVariable()))
 
     def MAKE_CELL(self, inst: Instruction) -> None:
-        name = inst.argval
+        self.make_cell(inst.argval)
+
+    def make_cell(self, name: str) -> None:
+        """The cell of a cell variable; an argument's cell holds the argument."""
         initial = None
         if name in self.unread_arguments or name in self.symbolic_locals:
-            self.LOAD_FAST(inst)
+            self.LOAD_FAST(Instruction("LOAD_FAST", None, name, 0, None, False))
             initial = self.pop()
         self.cells[name] = CellVariable(initial)
 
@@ -656,6 +690,11 @@ class InstructionTranslator:
         self.push(NestedFunctionVariable(code, self.f_globals, defaults, kwdefaults, closure,
                                          self.globals_source))
 
+    def MAKE_FUNCTION_310(self, inst: Instruction) -> None:
+        # 3.10 has the qualified name above the code (3.11's code objects carry it).
+        self.pop()
+        self.MAKE_FUNCTION(inst)
+
     def SET_FUNCTION_ATTRIBUTE(self, inst: Instruction) -> None:
         # 3.13: the function made by MAKE_FUNCTION on top, one of its attributes below (the
         # argument is the flag MAKE_FUNCTION had for it in 3.11).
@@ -675,6 +714,22 @@ class InstructionTranslator:
         # The frame stops here; resume_generator pushes the value sent back in.
         self.yielded_value = self.pop()
 
+    def GEN_START(self, inst: Instruction) -> None:
+        pass  # 3.10 pops the value that started the generator, which is never pushed here
+
+    def YIELD_FROM(self, inst: Instruction) -> None:
+        # 3.10's yield from: send the value on top to the delegate below it; a value it yields
+        # is yielded and YIELD_FROM runs again when the frame resumes (with the value sent in);
+        # when the delegate ends, its return value replaces it.
+        sent = self.pop()
+        item = self.peek().send_item(sent)
+        if item is None:
+            returned = self.pop().returned
+            self.push(returned if returned is not None else ConstantVariable(None))
+        else:
+            self.yielded_value = item
+            self.ip -= 1
+
     # -- calls ---------------------------------------------------------------------------------
     def KW_NAMES(self, inst: Instruction) -> None:
         self.kw_names = bytecode.kw_names(self.code, inst)
@@ -691,6 +746,18 @@ class InstructionTranslator:
             args = [self_arg, *args]
         self.push(fn.call(self, args, kwargs))
 
+    def CALL_FUNCTION(self, inst: Instruction) -> None:
+        # 3.10: the callable below its arguments, no NULL.
+        args = self.popn(inst.arg)
+        self.push(self.pop().call(self, args, {}))
+
+    def CALL_FUNCTION_KW(self, inst: Instruction) -> None:
+        # 3.10: the keyword names as a tuple on top, their values last among the arguments.
+        names = tuple(self.pop().as_constant())
+        args = self.popn(inst.arg)
+        kwargs = dict(zip(names, args[len(args) - len(names):]))
+        self.push(self.pop().call(self, args[:len(args) - len(names)], kwargs))
+
     def CALL_KW(self, inst: Instruction) -> None:
         # 3.13's CALL_KW whose names are not a constant right before it (the instruction layer
         # decodes the usual pair as KW_NAMES and CALL): the names are on the stack.
@@ -703,8 +770,8 @@ class InstructionTranslator:
         fn = self.pop()
         if isinstance(fn, NullVariable):  # 3.13: callable, NULL, args
             fn = self.pop()
-        elif isinstance(self.peek(), NullVariable):  # 3.11 and 3.12: NULL, callable, args
-            self.pop()
+        elif self.stack and isinstance(self.peek(), NullVariable):  # 3.11, 3.12: NULL first
+            self.pop()  # (3.10 has no NULL)
         kwargs = {}
         if kwargs_var is not None:
             if not isinstance(kwargs_var, DictVariable):
@@ -1189,6 +1256,36 @@ class InstructionTranslator:
             raise Unsupported(f"re-raise of {exception!r}")
         raise TracedException(exception)
 
+    # 3.10's block stack: the instruction layer derives the exception table from it.
+    def SETUP_FINALLY(self, inst: Instruction) -> None:
+        pass
+
+    POP_BLOCK = SETUP_FINALLY
+
+    def JUMP_IF_NOT_EXC_MATCH(self, inst: Instruction) -> None:
+        # 3.10: the handled exception's class (its triple's top, copied) and the class an
+        # except clause names; both are popped.
+        expected = self.pop().as_constant()
+        if not issubclass(self.pop().as_constant(), expected):
+            self.jump(inst)
+
+    def RERAISE_310(self, inst: Instruction) -> None:
+        # 3.10: the raised exception's triple (type on top, then value, traceback).
+        _, exception, _ = self.popn(3)
+        if not isinstance(exception, ExceptionVariable):
+            raise Unsupported(f"re-raise of {exception!r}")
+        raise TracedException(exception)
+
+    def POP_EXCEPT_310(self, inst: Instruction) -> None:
+        # 3.10: the previous exception's triple, which is the handled exception again.
+        _, previous, _ = self.popn(3)
+        self.current_exception = None if is_none(previous) else previous
+
+    def WITH_EXCEPT_START_310(self, inst: Instruction) -> None:
+        # 3.10: __exit__ below the previous exception's triple and the raised one's.
+        _, exception, cls = self.stack[-3:]
+        self.push(self.peek(7).call(self, [cls, exception, ConstantVariable(None)], {}))
+
     def BEFORE_WITH(self, inst: Instruction) -> None:
         manager = self.pop()
         self.push(manager.var_getattr(self, "__exit__"))
@@ -1220,6 +1317,14 @@ class InstructionTranslator:
             self.push(TupleVariable([subject.items[key] for key in keys]))
         else:
             self.push(ConstantVariable(None))
+
+    def COPY_DICT_WITHOUT_KEYS(self, inst: Instruction) -> None:
+        # 3.10's ``**rest`` of a mapping pattern: the subject without the keys matched.
+        keys = self.pop().as_constant()
+        subject = self.peek()
+        if not isinstance(subject, DictVariable):
+            raise Unsupported(f"**rest of a mapping pattern on {subject!r}")
+        self.push(DictVariable({k: v for k, v in subject.items.items() if k not in keys}))
 
     def MATCH_CLASS(self, inst: Instruction) -> None:
         names = self.pop().as_constant()
@@ -1523,7 +1628,7 @@ UNSUPPORTED: dict[str, str] = {
     # Generators, coroutines and async code: their frames outlive one call.
     **dict.fromkeys(("ASYNC_GEN_WRAP",
                      "GET_AWAITABLE", "GET_AITER", "GET_ANEXT", "END_ASYNC_FOR",
-                     "BEFORE_ASYNC_WITH"),
+                     "BEFORE_ASYNC_WITH", "SETUP_ASYNC_WITH"),
                     "coroutines and async code are not traced"),
     # Module-level and interpreter-level operations that never make sense inside a graph.
     **dict.fromkeys(("IMPORT_STAR", "SETUP_ANNOTATIONS",

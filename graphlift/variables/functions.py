@@ -11,6 +11,7 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
+from graphlift import bytecode
 from graphlift.exc import Unsupported
 from graphlift.sources import (
     FN_NAME,
@@ -225,7 +226,7 @@ class NestedFunctionVariable(BaseUserFunctionVariable):
         self._globals_source = parent_globals_source
 
     def describe(self) -> str:
-        return self.code.co_qualname
+        return bytecode.qualname(self.code)
 
     def set_function_attribute(self, flag: int, value: VariableTracker) -> None:
         """3.13's SET_FUNCTION_ATTRIBUTE: ``flag`` is 3.11's MAKE_FUNCTION bit of the value."""
@@ -261,8 +262,8 @@ class NestedFunctionVariable(BaseUserFunctionVariable):
         cells = []
         for cell in self._closure:
             if cell.contents_source is None:
-                raise Unsupported(f"the function {self.code.co_qualname} captures variables of "
-                                  "the compiled frame and cannot leave it")
+                raise Unsupported(f"the function {bytecode.qualname(self.code)} captures "
+                                  "variables of the compiled frame and cannot leave it")
             cells.append(_cell_expr(cell.contents_source))
         return codegen.remember(self, lambda cg: self._make(cg, cells))
 
@@ -288,7 +289,7 @@ def make_function(code: types.CodeType, globals_dict: dict, defaults: tuple,
     """Recreate a function defined inside a compiled frame, after the graph ran."""
     fn = types.FunctionType(code, globals_dict, code.co_name, defaults or None, closure)
     fn.__kwdefaults__ = kwdefaults or None
-    fn.__qualname__ = code.co_qualname
+    fn.__qualname__ = bytecode.qualname(code)
     return fn
 
 

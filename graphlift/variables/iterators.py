@@ -33,6 +33,7 @@ import types
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from graphlift import bytecode
 from graphlift.exc import Unsupported
 from graphlift.variables.base import TracedException, VariableTracker, raise_real
 from graphlift.variables.constant import ConstantVariable, wrap_constant
@@ -344,7 +345,7 @@ class GeneratorVariable(IteratorVariable):
         self.real_class: type = types.GeneratorType
 
     def describe(self) -> str:
-        return f"{self.frame.code.co_qualname} {self.state.value}"
+        return f"{bytecode.qualname(self.frame.code)} {self.state.value}"
 
     def python_type(self) -> type:
         return self.real_class
