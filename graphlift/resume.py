@@ -113,9 +113,6 @@ def _loop_ranges(code: types.CodeType) -> list[tuple[int, int]]:
     """[target, offset] of every backward jump: the bytecode of each loop body. A jump from an
     exception handler back into the normal flow (3.12's handlers follow the last return) is
     the end of a try or with block, not a loop."""
-    if bytecode.VERSION == (3, 10):  # its handlers sit inside the normal flow
-        return [(inst.argval, inst.offset) for inst in dis.get_instructions(code)
-                if inst.opname in _ABSOLUTE_JUMPS_310 and inst.argval <= inst.offset]
     normal = bytecode.normal_flow(code)
     return [(inst.argval, inst.offset) for inst in bytecode.decode(code)
             if inst.opname.startswith(("JUMP_BACKWARD", "POP_JUMP_BACKWARD"))
@@ -600,6 +597,8 @@ VALUE_CONDITIONS = frozenset({"data_dependent_branch", "data_dependent_guard"})
 SPLITTABLE = frozenset({
     "CALL",  # a call graphlift cannot trace: it runs eagerly (user functions compiled on their own)
     "CALL_FUNCTION_EX",  # the same, with *args / **kwargs
+    "CALL_FUNCTION",  # 3.10's call without a NULL (its CALL_METHOD decodes as CALL)
+    "CALL_FUNCTION_KW",  # 3.10's, with the keyword names on the stack
     "POP_JUMP_FORWARD_IF_TRUE",  # a branch on a tensor's value: the run function branches
     "POP_JUMP_FORWARD_IF_FALSE",
     "JUMP_IF_TRUE_OR_POP",  # `a or b` / `a and b` on a tensor's value
