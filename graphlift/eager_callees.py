@@ -73,7 +73,7 @@ NONRECURSIVE_ATTR = "_graphlift_nonrecursive"  # on a disable(recursive=False) w
 _COMPREHENSIONS = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"})
 
 _OP = dis.opmap
-_CACHES = dis._inline_cache_entries
+_CACHES = getattr(dis, "_inline_cache_entries", [0] * 256)  # 3.10 has no inline caches
 _JUMPS = frozenset(dis.hasjrel)
 _BACKWARD = frozenset(op for op in _JUMPS if "BACKWARD" in dis.opname[op])
 _NO_FALLTHROUGH = frozenset(_OP[name] for name in (

@@ -889,6 +889,132 @@ CASES += [
 ]
 
 
+# -- opcodes only 3.10 has (skipped on 3.11 on) -------------------------------------------------
+class Box:
+    def __init__(self):
+        self.items = [1.0, 2.0]
+
+
+def op_CALL_FUNCTION(x):
+    return helper(x) + torch.cos(x)
+
+
+def op_CALL_FUNCTION_KW(x):
+    return helper(x, k=3) + helper(k=2, x=x)
+
+
+def op_CALL_METHOD(x):
+    return x.add(1).mul(2)
+
+
+def op_INPLACE_ADD(x):
+    y = x * 1
+    y += x
+    y *= 2
+    return y
+
+
+def op_BINARY_SUBTRACT(x, y):
+    return (x - y) / (y @ x.T + 1) ** 2 % 3, 7 // 2, 6 ^ 3, 1 << 4
+
+
+def op_JUMP_ABSOLUTE(x):
+    for k in range(3):
+        x = x + k
+    return x
+
+
+def op_DUP_TOP_TWO(x):
+    box = Box()
+    box.items[0] += 3.0
+    return x * box.items[0]
+
+
+def op_ROT_N(x):
+    match {"a": 1, "b": 2, "c": 3, "d": 4}:
+        case {"a": a, "b": b, "c": c, "d": d}:
+            return x * (a + 2 * b + 3 * c + 4 * d)
+    return x
+
+
+def op_COPY_DICT_WITHOUT_KEYS(x):
+    match {"a": 1, "b": 2, "c": 3}:
+        case {"a": a, **rest}:
+            return x * a, sorted(rest.items())
+    return x
+
+
+def op_JUMP_IF_NOT_EXC_MATCH(x):
+    try:
+        try:
+            raise KeyError("k")
+        except ValueError:
+            x = x + 100
+    except (TypeError, KeyError) as error:
+        x = x * 2
+        note = str(error)
+    return x, note
+
+
+def op_SETUP_FINALLY(x):
+    try:
+        x = x + 1
+        raise ValueError("v")
+    except ValueError:
+        x = x * 2
+    finally:
+        x = x - 1
+    return x
+
+
+def op_SETUP_WITH(x):
+    try:
+        with torch.no_grad():
+            raise KeyError("k")
+    except KeyError:
+        x = x + 1
+    return x
+
+
+def op_GEN_START(x):
+    def gen():
+        yield x * 2
+        yield x * 3
+    return tuple(gen())
+
+
+def op_YIELD_FROM(x):
+    def inner():
+        yield 1
+        yield 4
+        return 10
+
+    def outer():
+        total = yield from inner()
+        yield total
+    return x * sum(outer())
+
+
+CASES += [
+    case(op_CALL_FUNCTION, R(3), opcodes=["CALL_FUNCTION"]),
+    case(op_CALL_FUNCTION_KW, R(3), opcodes=["CALL_FUNCTION_KW"]),
+    case(op_CALL_METHOD, R(3), opcodes=["CALL_METHOD"]),
+    case(op_INPLACE_ADD, R(3), opcodes=["INPLACE_ADD", "INPLACE_MULTIPLY"]),
+    case(op_BINARY_SUBTRACT, R(3, 3), R(3, 3),
+         opcodes=["BINARY_SUBTRACT", "BINARY_TRUE_DIVIDE", "BINARY_MATRIX_MULTIPLY",
+                  "BINARY_POWER", "BINARY_MODULO"]),
+    case(op_JUMP_ABSOLUTE, R(3), opcodes=["JUMP_ABSOLUTE"]),
+    case(op_DUP_TOP_TWO, R(3), opcodes=["DUP_TOP_TWO", "ROT_THREE"]),
+    case(op_ROT_N, R(3), opcodes=["ROT_N", "ROT_FOUR", "DUP_TOP"]),
+    case(op_COPY_DICT_WITHOUT_KEYS, R(3), opcodes=["COPY_DICT_WITHOUT_KEYS"]),
+    case(op_JUMP_IF_NOT_EXC_MATCH, R(3), opcodes=["JUMP_IF_NOT_EXC_MATCH", "POP_EXCEPT"]),
+    case(op_SETUP_FINALLY, R(3), opcodes=["SETUP_FINALLY", "POP_BLOCK"]),
+    case(op_SETUP_WITH, R(3), opcodes=["SETUP_WITH", "WITH_EXCEPT_START"]),
+    case(op_GEN_START, R(3), opcodes=["GEN_START"]),
+    case(op_YIELD_FROM, R(3), opcodes=["YIELD_FROM"]),
+]
+
+
 @pytest.mark.parametrize("case", CASES, ids=case_ids(CASES))
 def test_opcode(case):
     run_case(case)
