@@ -27,8 +27,10 @@ or ``PUSH_NULL``, and :func:`_assemble_310` builds its prefix differently:
 - The interpreter makes the cells at frame start (an argument's cell holds the argument), so
   the prefix only stores the other cells from their parameters; ``*_DEREF`` arguments index
   ``co_cellvars + co_freevars``, not the locals, and stay as they are.
-- A NULL that ``LOAD_METHOD`` left below a callable is made again by ``LOAD_METHOD`` itself:
-  ``slice(None, callable).stop`` is an attribute, not a method, so it pushes ``NULL, callable``.
+- 3.10 has no instruction that pushes a NULL. The copied code loads methods with
+  ``LOAD_ATTR`` and calls them with ``CALL_FUNCTION`` instead of ``LOAD_METHOD`` and
+  ``CALL_METHOD`` (the same attribute lookup and call, as argument-for-argument pairs), so the
+  NULL that a ``LOAD_METHOD`` before the break left below its callable is not pushed again.
 - Jumps are absolute (in code units) or relative: the copied code is reassembled with every
   jump retargeted, and a jump whose argument grows past a byte gets an ``EXTENDED_ARG``, which
   moves the code after it again (repeated until nothing moves; the line table follows).
@@ -345,6 +347,11 @@ class _Op:
     absolute: bool  # the argument is the target's code unit (else: units past the next one)
 
 
+# Copied with the 3.10 instruction that does the same without a NULL on the stack (the same
+# argument: LOAD_ATTR's name index, CALL_FUNCTION's argument count).
+_WITHOUT_NULL_310 = {"LOAD_METHOD": "LOAD_ATTR", "CALL_METHOD": "CALL_FUNCTION"}
+
+
 def _ops_310(co_code: bytes) -> list[_Op]:
     ops, start, arg = [], 0, 0
     for i in range(0, len(co_code), 2):
@@ -352,6 +359,9 @@ def _ops_310(co_code: bytes) -> list[_Op]:
         if opcode == dis.opmap["EXTENDED_ARG"]:
             continue
         name = dis.opname[opcode]
+        if name in _WITHOUT_NULL_310:
+            name = _WITHOUT_NULL_310[name]
+            opcode = dis.opmap[name]
         target = 2 * arg if name in _ABSOLUTE_JUMPS_310 else \
             i + 2 + 2 * arg if name in _RELATIVE_JUMPS_310 else None
         ops.append(_Op(start, (i - start) // 2 + 1, opcode, arg, target,
@@ -417,16 +427,11 @@ def _assemble_310(code: types.CodeType, key: ResumeKey, params: _Parameters) -> 
     blocks = _block_stacks_310(code).get(key.offset, ())
     if any(block.kind != "with" for block in blocks):
         raise ValueError(f"offset {key.offset} is inside a try block or exception handler")
-    consts, names = code.co_consts, code.co_names
-    if not any(value is None for value in consts):
-        consts += (None,)
-    if "stop" not in names:
-        names += ("stop",)
     ops = _ops_310(code.co_code)
     base = 0  # the prefix's code units: the copied code's absolute jumps depend on it
     while True:
         moved = _Relocation(ops, base)
-        prefix = _prefix_310(code, key, params, blocks, base, moved, consts, names)
+        prefix = _prefix_310(code, key, params, blocks, base, moved)
         if len(prefix) == 2 * base:  # only grows with ``base``: reached from below
             break
         base = len(prefix) // 2
@@ -434,16 +439,13 @@ def _assemble_310(code: types.CodeType, key: ResumeKey, params: _Parameters) -> 
     lines = [None] * base + [old_lines[offset // 2] for offset in moved.origins()]
     return {
         "co_code": prefix + moved.code(),
-        "co_consts": consts,
-        "co_names": names,
         "co_linetable": bytecode.line_table_310(lines, code.co_firstlineno),
-        "co_stacksize": code.co_stacksize + len(key.stack_nulls) + 1,  # + 1: the slice
+        "co_stacksize": code.co_stacksize + len(key.stack_nulls),
     }
 
 
 def _prefix_310(code: types.CodeType, key: ResumeKey, params: _Parameters,
-                blocks: tuple[_Block, ...], base: int, moved: _Relocation,
-                consts: tuple, names: tuple[str, ...]) -> bytes:
+                blocks: tuple[_Block, ...], base: int, moved: _Relocation) -> bytes:
     """The prefix, for copied code that starts ``base`` code units into the new code."""
     out = bytearray()
     for name, parameter in zip(local_cells(code), params.cells):
@@ -454,25 +456,13 @@ def _prefix_310(code: types.CodeType, key: ResumeKey, params: _Parameters,
             if name in code.co_cellvars else \
             _instruction("DELETE_FAST", code.co_varnames.index(name))
     values = iter(params.varnames.index(name) for name in params.stack)
-    nulls, i = key.stack_nulls, 0
-    while True:
+    for depth in range(len(key.stack_nulls) + 1):  # the original's depth: NULLs count
         for block in blocks:
-            if block.level == i:  # the with block's __exit__ is on the stack now
+            if block.level == depth:  # the with block's __exit__ is on the stack now
                 out += _jump_310(len(out), "SETUP_FINALLY", 2 * base + moved.offset(block.handler))
-        if i >= len(nulls):
-            break
-        if nulls[i]:  # a NULL below its callable: LOAD_METHOD of slice(None, callable).stop
-            if i + 1 == len(nulls) or nulls[i + 1]:
-                raise ValueError("a NULL without a callable above it")
-            out += _instruction("LOAD_CONST", next(k for k, c in enumerate(consts) if c is None))
-            out += _instruction("LOAD_FAST", next(values))
-            out += _instruction("BUILD_SLICE", 2)
-            out += _instruction("LOAD_METHOD", names.index("stop"))
-            i += 2
-        else:
-            out += _instruction("LOAD_FAST", next(values))
-            i += 1
-    if any(block.level > len(nulls) for block in blocks):
+        if depth < len(key.stack_nulls) and not key.stack_nulls[depth]:
+            out += _instruction("LOAD_FAST", next(values))  # a NULL: none (_WITHOUT_NULL_310)
+    if any(block.level > len(key.stack_nulls) for block in blocks):
         raise ValueError("a with block above the stack at the break")
     out += _jump_310(len(out), "JUMP_FORWARD", 2 * base + moved.offset(key.offset))
     return bytes(out)

@@ -22,6 +22,15 @@ def _offset(fn, opname, argval=None, nth=0):
     return found[nth]
 
 
+def _after_call(fn, nth):
+    """The offset after the call of the ``nth`` ``_times_ten`` in ``fn``: where it resumes."""
+    instructions = list(dis.get_instructions(fn))
+    loads = [k for k, i in enumerate(instructions) if i.argval == "_times_ten"]
+    call = next(k for k in range(loads[nth], len(instructions))
+                if instructions[k].opname in ("CALL", "CALL_FUNCTION"))
+    return instructions[call + 1].offset
+
+
 def _resume(fn, key):
     return types.FunctionType(make_resume_code(fn.__code__, key), fn.__globals__,
                               None, None, fn.__closure__)
@@ -76,23 +85,20 @@ def _attribute_call(ns, x):
 
 def test_a_null_below_a_callable_is_pushed_again():
     """``ns.fn(...)``: the stack holds NULL and the attribute (3.13: the other way round)."""
-    after = _offset(_attribute_call, "CALL" if "CALL" in dis.opmap else "CALL_FUNCTION")
-    following = [i.offset for i in dis.get_instructions(_attribute_call) if i.offset > after]
     nulls = bytecode.call_slots(False, True) + (False,)
-    key = ResumeKey(following[0], nulls)
+    key = ResumeKey(_after_call(_attribute_call, 0), nulls)
     ns = _Namespace()
     assert _resume(_attribute_call, key)(ns, 2, ns.fn, 20) == _attribute_call(ns, 2) == 221
 
 
-def test_a_method_and_its_self_are_pushed_again():
-    calls = [i for i in dis.get_instructions(_attribute_call)
-             if i.opname in ("CALL", "CALL_FUNCTION")]
-    following = [i.offset for i in dis.get_instructions(_attribute_call)
-                 if i.offset > calls[2].offset]  # the second _times_ten(x)
+def test_a_bound_method_and_its_null_are_pushed_again():
+    """The translator's LOAD_METHOD pushes the bound method and a NULL (never CPython's
+    function and self), which the resume function's call finds as the original's did."""
     ns = _Namespace()
-    # Below: the first call's result, then the method's function and self.
-    key = ResumeKey(following[0], (False, False, False, False))
-    assert _resume(_attribute_call, key)(ns, 2, 200, _Namespace.method, ns, 20) == 221
+    # Below: the first call's result, then the bound method and its NULL.
+    key = ResumeKey(_after_call(_attribute_call, 1),
+                    (False, *bytecode.call_slots(False, True), False))
+    assert _resume(_attribute_call, key)(ns, 2, 200, ns.method, 20) == 221
 
 
 class _Recorder:
@@ -241,7 +247,7 @@ def test_at_line_places_every_instruction_at_one_line():
 ])
 def test_line_table_310_reads_back(lines):
     code = compile("\n".join(["x = 0"] * 600), "<lines>", "exec")
-    code = code.replace(co_code=bytes((dis.opmap["NOP"], 0)) * len(lines),
+    code = code.replace(co_code=bytes((dis.opmap["NOP"], 0)) * len(lines), co_firstlineno=3,
                         co_linetable=bytecode.line_table_310(lines, 3))
     read = [None] * len(lines)
     for start, end, line in code.co_lines():
