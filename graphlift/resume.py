@@ -278,8 +278,11 @@ _RELATIVE_JUMPS_310 = frozenset({"JUMP_FORWARD", "FOR_ITER", "SETUP_FINALLY", "S
                                  "SETUP_ASYNC_WITH"})  # argument: code units after the next one
 _NO_FALLTHROUGH_310 = frozenset({"JUMP_ABSOLUTE", "JUMP_FORWARD", "RETURN_VALUE",
                                  "RAISE_VARARGS", "RERAISE"})
-# Block-stack opcodes: what each SETUP_* pushes, and what pops the block on top.
-_BLOCK_SETUPS_310 = {"SETUP_FINALLY": "try", "SETUP_WITH": "with", "SETUP_ASYNC_WITH": "with"}
+# Block-stack opcodes: the SETUP_* that push a block, and what pops the block on top. A block
+# is a with block when its handler calls __exit__ (a resume function sets one up again with
+# SETUP_FINALLY), else a try block.
+_BLOCK_SETUPS_310 = frozenset({"SETUP_FINALLY", "SETUP_WITH", "SETUP_ASYNC_WITH"})
+_WITH_HANDLER_310 = "WITH_EXCEPT_START"
 _BLOCK_POPS_310 = frozenset({"POP_BLOCK", "POP_EXCEPT"})
 # Why a break inside a block of that kind cannot resume (``with`` blocks are set up again).
 _BLOCK_REASONS_310 = {"try": "the break is inside a try block",
@@ -316,8 +319,9 @@ def _block_stacks_310(code: types.CodeType) -> dict[int, tuple[_Block, ...]]:
             continue
         inst = raw[i]
         stacks[inst.offset] = after = blocks
-        kind = _BLOCK_SETUPS_310.get(inst.opname)
-        if kind is not None:  # SETUP_WITH's __exit__ replaced the manager: the same depth
+        if inst.opname in _BLOCK_SETUPS_310:  # SETUP_WITH's __exit__ replaced the manager
+            handler = raw[index_of[inst.argval]].opname
+            kind = "with" if handler == _WITH_HANDLER_310 else "try"
             after = (*blocks, _Block(kind, inst.argval, depth))
             todo.append((index_of[inst.argval], depth + _stack_effect(inst, jump=True),
                          (*blocks, _Block("except", inst.argval, depth))))

@@ -22,13 +22,17 @@ def _offset(fn, opname, argval=None, nth=0):
     return found[nth]
 
 
+def _call_index(instructions, nth):
+    """The index of the call of the ``nth`` ``_times_ten`` among ``instructions``."""
+    loads = [k for k, i in enumerate(instructions) if i.argval == "_times_ten"]
+    return next(k for k in range(loads[nth], len(instructions))
+                if instructions[k].opname in ("CALL", "CALL_FUNCTION"))
+
+
 def _after_call(fn, nth):
     """The offset after the call of the ``nth`` ``_times_ten`` in ``fn``: where it resumes."""
     instructions = list(dis.get_instructions(fn))
-    loads = [k for k, i in enumerate(instructions) if i.argval == "_times_ten"]
-    call = next(k for k in range(loads[nth], len(instructions))
-                if instructions[k].opname in ("CALL", "CALL_FUNCTION"))
-    return instructions[call + 1].offset
+    return instructions[_call_index(instructions, nth) + 1].offset
 
 
 def _resume(fn, key):
@@ -170,6 +174,28 @@ def test_with_blocks_are_resumable_try_blocks_are_not():
     if bytecode.VERSION == (3, 10):  # the handler's EXCEPT_HANDLER block is in the frame
         assert resume.why_not_resumable(code, calls[2]) == \
             "the break is inside an exception handler"
+
+
+def _two_calls_in_with(events, x):
+    with _Recorder(events, "a"):
+        y = _times_ten(x)
+        y = _times_ten(y)
+    return y
+
+
+def test_a_resume_function_inside_a_with_block_can_resume_again():
+    """3.10's resume function sets the with block up again with SETUP_FINALLY: still a with
+    block, not a try block, for the break at its own call."""
+    events = []
+    manager = _Recorder(events, "a")
+    manager.__enter__()
+    fn = _resume(_two_calls_in_with, ResumeKey(_after_call(_two_calls_in_with, 0),
+                                               (False, False), frozenset({"y"})))
+    instructions = list(dis.get_instructions(fn))
+    second = instructions[_call_index(instructions, 1)].offset
+    assert resume.why_not_resumable(fn.__code__, second) is None
+    assert fn(events, 2, None, manager.__exit__, 20) == 200
+    assert events == ["enter a", "exit a None"]
 
 
 def _padded_source(padding):
