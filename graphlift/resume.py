@@ -11,10 +11,11 @@ next instruction. A resume function is the original code with a prefix::
     JUMP_FORWARD  -> the resume offset in the copied original code
 
 Its parameters are every local of the original frame (in ``co_varnames`` order, so the copied
-bytecode finds them in their old slots) followed by the stack values. Because 3.11 jumps are
-relative, prepending the prefix leaves the copied code's jumps intact; the exception table is
-shifted by the prefix length, the line table gets a "no location" entry for the prefix, and the
-arguments of opcodes that index the cell/free-variable slots move past the new parameters.
+bytecode finds them in their old slots) followed by the stack values. Because 3.11 to 3.13
+jumps are relative, prepending the prefix leaves the copied code's jumps intact; the exception
+table is shifted by the prefix length, the line table gets a "no location" entry for the prefix,
+and the arguments of opcodes that index the cell/free-variable slots move past the new
+parameters.
 
 Cell variables are rebuilt by the prefix (``MAKE_CELL``, and for cells that are not arguments a
 ``STORE_DEREF`` from a parameter of their own); a function made inside the frame that still holds
@@ -37,8 +38,8 @@ or ``PUSH_NULL``, and :func:`_assemble_310` builds its prefix differently:
 - The block stack lives in the frame, not in a table: a ``with`` block open at the break is set
   up again by ``SETUP_FINALLY`` to its exit handler, at the stack level ``SETUP_WITH`` gave it
   (what ``SETUP_WITH`` does after calling ``__enter__``); ``try`` blocks and exception handlers
-  are refused, as in the other versions.
-- The line table is 3.10's (byte-length, line-delta) pairs (:func:`bytecode.line_table`).
+  are refused (an exception handler's own block would be missing as well).
+- The line table is 3.10's (byte-length, line-delta) pairs (:func:`bytecode.line_table_310`).
 """
 
 from __future__ import annotations
@@ -191,7 +192,9 @@ def _assemble_311(code: types.CodeType, key: ResumeKey, params: _Parameters) -> 
         prefix += bytes((dis.opmap["COPY_FREE_VARS"], len(code.co_freevars)))
     prefix += bytes((dis.opmap["RESUME"], 0))
     for name in sorted(key.unbound):  # passed as None; unbound again, as in the original frame
-        prefix += _instruction("DELETE_FAST", code.co_varnames.index(name))
+        # An argument's cell is in the argument's slot: emptied, not taken out of the slot.
+        prefix += _instruction("DELETE_DEREF" if name in code.co_cellvars else "DELETE_FAST",
+                               code.co_varnames.index(name))
     values = iter(range(len(code.co_varnames), len(code.co_varnames) + key.stack_depth))
     for is_null in key.stack_nulls:
         prefix += _instruction("PUSH_NULL", 0) if is_null else \

@@ -231,6 +231,27 @@ def test_cells_of_arguments_and_of_locals_come_back():
     assert fn(1, 2, None, None, 10, 4) == with_cells(1, 2) == 15
 
 
+def _deleted_cell_argument(x, t):
+    del x
+    y = _times_ten(t)
+
+    def inner():
+        return x  # noqa: F821 -- deleted above: a NameError when called
+    return inner, y
+
+
+def test_an_unbound_argument_cell_is_unbound_again():
+    """The cell stays (the inner function is made with it) and is empty, as in the original."""
+    key = ResumeKey(_offset(_deleted_cell_argument, "STORE_FAST", "y"), (False,),
+                    frozenset({"x", "y", "inner"}))
+    inner, y = _resume(_deleted_cell_argument, key)(None, 2, None, None, 20)
+    eager_inner, eager_y = _deleted_cell_argument(1, 2)
+    assert y == eager_y == 20
+    for fn in (inner, eager_inner):
+        with pytest.raises(NameError, match="'x'"):
+            fn()
+
+
 def test_free_variables_are_read_from_the_closure():
     scale = 3
 
