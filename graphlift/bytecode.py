@@ -54,7 +54,8 @@ _RENAMED_312 = {
        for stem in ("TRUE", "FALSE", "NONE", "NOT_NONE")},
 }
 # 3.10's opcodes whose 3.11 namesakes take a different stack: the exception's (type, value,
-# traceback) triples of 3.10's handlers (see HANDLER_ENTRY), MAKE_FUNCTION's qualified name.
+# traceback) triples of 3.10's handlers (see HANDLER_ENTRY), MAKE_FUNCTION's qualified name,
+# the match results. They get handlers of their own, named ``<3.11 name>_310``.
 _RENAMED_310 = {
     "RERAISE": "RERAISE_310",  # pops the raised triple
     "POP_EXCEPT": "POP_EXCEPT_310",  # pops the previous exception's triple
@@ -62,6 +63,8 @@ _RENAMED_310 = {
     "MAKE_FUNCTION": "MAKE_FUNCTION_310",  # the qualified name above the code
     "SETUP_WITH": "BEFORE_WITH",  # and a block, which is in the derived exception table
     "CALL_METHOD": "CALL",  # after LOAD_METHOD: the same stack as 3.11's CALL
+    "MATCH_KEYS": "MATCH_KEYS_310",  # pushes whether it matched too
+    "MATCH_CLASS": "MATCH_CLASS_310",  # likewise, and keeps the subject where it fails
 }
 _RENAMED: dict[tuple[int, int], dict[str, str]] = {
     (3, 10): _RENAMED_310,

@@ -542,7 +542,8 @@ class InstructionTranslator:
 
     def ROT_N(self, inst: Instruction) -> None:
         # 3.10 (and its ROT_THREE, ROT_FOUR): the top moves down to the arg-th slot.
-        self.stack.insert(len(self.stack) - inst.arg + 1, self.pop())
+        top = self.pop()
+        self.stack.insert(len(self.stack) - inst.arg + 1, top)
 
     def DUP_TOP_TWO(self, inst: Instruction) -> None:
         self.stack.extend(self.stack[-2:])
@@ -692,8 +693,9 @@ class InstructionTranslator:
 
     def MAKE_FUNCTION_310(self, inst: Instruction) -> None:
         # 3.10 has the qualified name above the code (3.11's code objects carry it).
-        self.pop()
+        qualname = self.pop().as_constant()
         self.MAKE_FUNCTION(inst)
+        self.peek().qualified_name = qualname
 
     def SET_FUNCTION_ATTRIBUTE(self, inst: Instruction) -> None:
         # 3.13: the function made by MAKE_FUNCTION on top, one of its attributes below (the
@@ -1317,6 +1319,20 @@ class InstructionTranslator:
             self.push(TupleVariable([subject.items[key] for key in keys]))
         else:
             self.push(ConstantVariable(None))
+
+    def MATCH_KEYS_310(self, inst: Instruction) -> None:
+        # 3.10 pushes whether the keys matched after the values (or None).
+        self.MATCH_KEYS(inst)
+        self.push(ConstantVariable(not is_none(self.peek())))
+
+    def MATCH_CLASS_310(self, inst: Instruction) -> None:
+        # 3.10 leaves the subject where the match fails, and pushes whether it matched.
+        subject = self.peek(3)
+        self.MATCH_CLASS(inst)
+        matched = not is_none(self.peek())
+        if not matched:
+            self.stack[-1] = subject
+        self.push(ConstantVariable(matched))
 
     def COPY_DICT_WITHOUT_KEYS(self, inst: Instruction) -> None:
         # 3.10's ``**rest`` of a mapping pattern: the subject without the keys matched.

@@ -101,8 +101,14 @@ class BaseUserFunctionVariable(VariableTracker):
     def call(self, tx, args, kwargs):
         return tx.inline_call(self, args, kwargs)
 
+    def qualname(self) -> str:
+        """The function's ``__qualname__`` (3.10's code objects do not carry it)."""
+        return bytecode.qualname(self.code)
+
     def var_getattr(self, tx, name):
-        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+        if name == "__qualname__":
+            return ConstantVariable(self.qualname())
+        if name in ("__name__", "__module__", "__doc__"):
             return ConstantVariable(getattr(self.code, "co_" + name.strip("_"), None)
                                     if name != "__module__" else self.globals.get("__name__"))
         if name == "__code__":  # read-only inspection (co_varnames, co_argcount): a constant
@@ -120,6 +126,9 @@ class UserFunctionVariable(BaseUserFunctionVariable):
         self.globals = fn.__globals__
 
     def describe(self) -> str:
+        return self.fn.__qualname__
+
+    def qualname(self) -> str:
         return self.fn.__qualname__
 
     def is_constant(self) -> bool:
@@ -224,9 +233,13 @@ class NestedFunctionVariable(BaseUserFunctionVariable):
         self._kwdefaults = dict(kwdefaults.items) if kwdefaults is not None else {}
         self._closure = closure.items if closure is not None else []
         self._globals_source = parent_globals_source
+        self.qualified_name: str | None = None  # 3.10: MAKE_FUNCTION's, not the code's
 
     def describe(self) -> str:
-        return bytecode.qualname(self.code)
+        return self.qualname()
+
+    def qualname(self) -> str:
+        return self.qualified_name or bytecode.qualname(self.code)
 
     def set_function_attribute(self, flag: int, value: VariableTracker) -> None:
         """3.13's SET_FUNCTION_ATTRIBUTE: ``flag`` is 3.11's MAKE_FUNCTION bit of the value."""
@@ -262,7 +275,7 @@ class NestedFunctionVariable(BaseUserFunctionVariable):
         cells = []
         for cell in self._closure:
             if cell.contents_source is None:
-                raise Unsupported(f"the function {bytecode.qualname(self.code)} captures "
+                raise Unsupported(f"the function {self.qualname()} captures "
                                   "variables of the compiled frame and cannot leave it")
             cells.append(_cell_expr(cell.contents_source))
         return codegen.remember(self, lambda cg: self._make(cg, cells))
@@ -274,7 +287,7 @@ class NestedFunctionVariable(BaseUserFunctionVariable):
         closure = f"({', '.join(cells)},)" if cells else "None"
         return (f"{codegen.constant(make_function)}({codegen.constant(self.code)}, "
                 f"{GLOBALS_NAME}, ({defaults}{',' if defaults else ''}), {{{kwdefaults}}}, "
-                f"{closure})")
+                f"{closure}, {self.qualname()!r})")
 
 
 def _cell_expr(contents_source: Source) -> str:
@@ -285,11 +298,11 @@ def _cell_expr(contents_source: Source) -> str:
 
 
 def make_function(code: types.CodeType, globals_dict: dict, defaults: tuple,
-                  kwdefaults: dict, closure: tuple | None) -> types.FunctionType:
+                  kwdefaults: dict, closure: tuple | None, qualname: str) -> types.FunctionType:
     """Recreate a function defined inside a compiled frame, after the graph ran."""
     fn = types.FunctionType(code, globals_dict, code.co_name, defaults or None, closure)
     fn.__kwdefaults__ = kwdefaults or None
-    fn.__qualname__ = bytecode.qualname(code)
+    fn.__qualname__ = qualname
     return fn
 
 
