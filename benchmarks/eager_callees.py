@@ -9,15 +9,18 @@ original code against its routed copy (the router of the eager backend), for thr
   finds it in its table of functions that route to themselves);
 - ``small``: a user function with one tensor op (compiled: the call goes through its wrapper).
 
-    .venv/bin/python benchmarks/eager_callees.py
+    .venv/bin/python benchmarks/eager_callees.py [ROUNDS]
 
-Interleaved (A B A B), medians of 15 rounds, ns per call, with ``OMP_NUM_THREADS=1``.
+Interleaved (A B A B), medians of ROUNDS rounds (default 31), ns per call, with
+``OMP_NUM_THREADS=1``; "added" is the median of each round's difference (the two runs of a round
+see the same load). Run it with each Python version's venv to compare versions.
 """
 
 from __future__ import annotations
 
 import posixpath
 import statistics
+import sys
 import time
 import types
 
@@ -62,20 +65,22 @@ def per_call_ns(fn: types.FunctionType) -> float:
     return (time.perf_counter_ns() - start) / N
 
 
-def main() -> None:
+def main(rounds: int) -> None:
+    print(f"Python {sys.version.split()[0]}, {rounds} rounds")
     print(f"{'callee':<22} {'eager ns':>9} {'routed ns':>10} {'added ns':>9}")
     for loop in (loop_len, loop_basename, loop_small):
         copy = routed(loop)
         assert copy.__code__ is not loop.__code__
         copy(N)  # compiles small
         eager, rerouted = [], []
-        for _ in range(15):
+        for _ in range(rounds):
             eager.append(per_call_ns(loop))
             rerouted.append(per_call_ns(copy))
-        a, b = statistics.median(eager), statistics.median(rerouted)
+        added = statistics.median(b - a for a, b in zip(eager, rerouted))
         name = loop.__name__.removeprefix("loop_")
-        print(f"{name:<22} {a:>9.0f} {b:>10.0f} {b - a:>9.0f}")
+        print(f"{name:<22} {statistics.median(eager):>9.0f} {statistics.median(rerouted):>10.0f} "
+              f"{added:>9.0f}")
 
 
 if __name__ == "__main__":
-    main()
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 31)

@@ -11,10 +11,13 @@ torch.compile, all with backend "eager", one OpenMP thread, eval mode:
   walking to parameters by path (structure) is seen next to binding them (identity);
 - ``nested_compile_region``: the first call of a 32-block stack compiled whole, whose forward
   calls one function per block, with the function marked (graphlift's mark, torch's
-  ``torch.compiler.nested_compile_region``) and unmarked.
+  ``torch.compiler.nested_compile_region``) and unmarked, for backends eager, aot_eager and
+  inductor (cold inductor caches), with the FX nodes the backend got (subgraphs included) and
+  its ``invoke_subgraph`` calls.
 
     .venv/bin/python benchmarks/regional.py            # about a minute on a quiet machine
     .venv/bin/python benchmarks/regional.py --rounds 5
+    .venv/bin/python benchmarks/regional.py --only region   # the nested_compile_region table
 """
 
 from __future__ import annotations
@@ -28,8 +31,10 @@ from collections.abc import Callable
 
 import torch
 import torch._dynamo
+import torch._inductor.config
 from models import gpt
 from overhead import interleaved_rounds, median_of
+from torch._higher_order_ops.invoke_subgraph import invoke_subgraph
 
 import graphlift
 
@@ -156,8 +161,16 @@ def apply_block(block: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     return block(x)
 
 
-def region_first_call(system: str, marked: bool, layers: int, x: torch.Tensor) -> tuple:
-    """(ms, graphs, bodies traced) of a fresh Stack's first compiled call."""
+def graph_nodes(gm: torch.fx.GraphModule) -> int:
+    """FX nodes of a graph and of every subgraph module it holds (each counted once)."""
+    return len(gm.graph.nodes) + sum(len(sub.graph.nodes) for sub in gm.children()
+                                     if isinstance(sub, torch.fx.GraphModule))
+
+
+def region_first_call(system: str, backend: str, marked: bool, layers: int,
+                      x: torch.Tensor) -> tuple:
+    """(ms, graphs, FX nodes handed to the backend, subgraph calls, bodies traced) of a fresh
+    Stack's first compiled call."""
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     graphlift.reset()
@@ -167,34 +180,54 @@ def region_first_call(system: str, marked: bool, layers: int, x: torch.Tensor) -
             else graphlift.nested_compile_region(call)
     torch.manual_seed(0)
     stack = Stack(layers, call).eval()
-    compiled = torch.compile(stack, backend="eager") if system == "torch.compile" \
-        else graphlift.compile(stack, backend="eager")
+    seen: list[tuple[int, int]] = []
+
+    def capture(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        seen.append((graph_nodes(gm), subgraph_calls(gm)))
+        return torch._dynamo.lookup_backend(backend)(gm, example_inputs)
+
+    compiled = torch.compile(stack, backend=capture) if system == "torch.compile" \
+        else graphlift.compile(stack, backend=backend)
     with torch.no_grad():
         start = time.perf_counter()
         out = compiled(x)
         ms = (time.perf_counter() - start) * 1e3
-        torch.testing.assert_close(out, stack(x))
+        torch.testing.assert_close(out, stack(x), atol=1e-4, rtol=1e-4)
     if system == "torch.compile":
-        return ms, int(torch._dynamo.utils.counters["stats"]["unique_graphs"]), None
+        nodes, calls = map(sum, zip(*seen))
+        return ms, len(seen), nodes, calls, None
+    graphs = [e.graph for e in graphlift.cache_entries(compiled) if e.graph is not None]
     traced = graphlift.region_stats(call).traced if marked else layers
-    return ms, graphlift.stats(compiled).graphs, traced
+    return (ms, graphlift.stats(compiled).graphs, sum(map(graph_nodes, graphs)),
+            sum(map(subgraph_calls, graphs)), traced)
 
 
-def region_table(rounds: int, layers: int, x: torch.Tensor) -> None:
-    runs = [(s, m) for m in (False, True) for s in ("graphlift", "torch.compile")]
+def subgraph_calls(gm: torch.fx.GraphModule) -> int:
+    return sum(1 for n in gm.graph.nodes if n.target is invoke_subgraph)
+
+
+def region_table(rounds: int, layers: int, backends: list[str], x: torch.Tensor) -> None:
+    """The systems take turns within each backend and round (A B A B), on a cold inductor
+    cache (``force_disable_caches``): every compile generates its code."""
+    runs = [(s, b, m) for b in backends for m in (False, True)
+            for s in ("graphlift", "torch.compile")]
     times: dict[tuple, list[float]] = {r: [] for r in runs}
     counts: dict[tuple, tuple] = {}
-    for _ in range(rounds):
-        for system, marked in runs:
-            ms, graphs, traced = region_first_call(system, marked, layers, x)
-            times[(system, marked)].append(ms)
-            counts[(system, marked)] = (graphs, traced)
+    with torch._inductor.config.patch(force_disable_caches=True):
+        for backend in backends:
+            for _ in range(rounds):
+                for run in (r for r in runs if r[1] == backend):
+                    ms, *count = region_first_call(*run, layers, x)
+                    times[run].append(ms)
+                    counts[run] = tuple(count)
     print(f"\nfirst call of a {layers}-block stack compiled whole (median of {rounds}):")
-    print(f"{'system':<16} {'region':<8} {'ms':>9} {'graphs':>7} {'blocks traced':>14}")
-    for system, marked in runs:
-        graphs, traced = counts[(system, marked)]
-        print(f"{system:<16} {'marked' if marked else 'plain':<8} "
-              f"{statistics.median(times[(system, marked)]):9.1f} {graphs:7d} "
+    print(f"{'system':<16} {'backend':<10} {'region':<8} {'ms':>9} {'graphs':>7} {'nodes':>7} "
+          f"{'subgraph calls':>15} {'blocks traced':>14}")
+    for run in runs:
+        system, backend, marked = run
+        graphs, nodes, calls, traced = counts[run]
+        print(f"{system:<16} {backend:<10} {'marked' if marked else 'plain':<8} "
+              f"{statistics.median(times[run]):9.1f} {graphs:7d} {nodes:7d} {calls:15d} "
               f"{'' if traced is None else traced:>14}")
 
 
@@ -204,14 +237,16 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=21, help="hit-path rounds")
     parser.add_argument("--calls", type=int, default=20, help="calls per hit-path sample")
     parser.add_argument("--region-layers", type=int, default=32)
-    parser.add_argument("--region-rounds", type=int, default=3)
+    parser.add_argument("--region-rounds", type=int, default=1)
+    parser.add_argument("--region-backends", default="eager,aot_eager,inductor",
+                        help="comma-separated backends for the nested_compile_region table")
     parser.add_argument("--only", choices=("regional", "hits", "region"), default=None)
     args = parser.parse_args()
     x = torch.randn(2, 16, DIM)
     first_forward("graphlift", x)  # warm the process: imports, first ShapeEnv, Dynamo's setup
     first_forward("torch.compile", x)
     if args.only in (None, "region"):
-        region_table(args.region_rounds, args.region_layers, x)
+        region_table(args.region_rounds, args.region_layers, args.region_backends.split(","), x)
     if args.only == "region":
         return
     table = first_forward_table(args.rounds, x)

@@ -13,6 +13,7 @@ needs them, so that ``import graphlift`` stays cheap and never imports ``torch._
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any, get_origin
@@ -40,15 +41,16 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
 
     # Real example inputs are fine: AOTAutograd makes its own FakeTensorMode when the inputs
     # carry none, so no TracingContext is needed. It traces with fakes; inputs are not mutated.
-    compiled = aot_module_simplified(
-        gm,
-        example_inputs,
-        fw_compiler=_boxed_forward,
-        bw_compiler=_boxed_forward,
-        # Keep input mutations (x.add_(1) under no_grad) in the graph, as aot_eager in
-        # torch does; otherwise AOTAutograd copies the result back after the graph.
-        keep_inference_input_mutations=True,
-    )
+    with subgraph_tracing(gm):
+        compiled = aot_module_simplified(
+            gm,
+            example_inputs,
+            fw_compiler=_boxed_forward,
+            bw_compiler=_boxed_forward,
+            # Keep input mutations (x.add_(1) under no_grad) in the graph, as aot_eager in
+            # torch does; otherwise AOTAutograd copies the result back after the graph.
+            keep_inference_input_mutations=True,
+        )
     return _positional(compiled)
 
 
@@ -62,7 +64,27 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list, *,
     """
     from torch._inductor.compile_fx import compile_fx
 
-    return _positional(compile_fx(gm, example_inputs, config_patches=config_patches))
+    with subgraph_tracing(gm):
+        return _positional(compile_fx(gm, example_inputs, config_patches=config_patches))
+
+
+def subgraph_tracing(gm: torch.fx.GraphModule) -> contextlib.AbstractContextManager:
+    """A tracing context for a graph that calls ``invoke_subgraph`` (nested compile regions),
+    when none is active. AOTAutograd keeps the subgraphs it traced, by identifier, in the
+    tracing context: without one it traces the subgraph again at every call (a 32-block stack
+    then compiles about 4x slower than the same graph inlined)."""
+    from torch._guards import TracingContext, tracing
+
+    if TracingContext.try_get() is not None or not calls_subgraphs(gm):
+        return contextlib.nullcontext()
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    return tracing(TracingContext(FakeTensorMode()))
+
+
+def calls_subgraphs(gm: torch.fx.GraphModule) -> bool:
+    """Whether the graph holds subgraph modules (``invoke_subgraph`` calls)."""
+    return any(True for _ in gm.named_children())
 
 
 def _boxed_forward(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
@@ -99,9 +121,40 @@ _BACKENDS: dict[str, BackendFn] = {
 FLOAT_SPECIALIZING = frozenset({"aot_eager", "inductor"})
 
 
+# Named backends whose compile caches (inductor's FX graph cache and AOTAutograd's cache, under
+# ``TORCHINDUCTOR_CACHE_DIR``) serve a graph only when it comes with a tracing context whose fake
+# mode has a ShapeEnv: without one inductor bypasses them ("No shape env"). A static graph is
+# handed to these with one, empty, so a cold compile fills the caches that a warm start
+# (graphlift.persist) then finds. Not "eager": making a ShapeEnv imports torch._dynamo (0.8 s),
+# which a static eager compile otherwise never needs.
+CACHING_BACKENDS = frozenset({"inductor"})
+
+
+def fills_caches_with_shape_env(backend: str | BackendFn) -> bool:
+    """Whether ``backend`` keeps compile caches that need a ShapeEnv (:data:`CACHING_BACKENDS`)."""
+    return isinstance(backend, str) and backend in CACHING_BACKENDS
+
+
 def keeps_floats_dynamic(backend: str | BackendFn) -> bool:
     """Whether a float that changes between compiles may become a graph input for ``backend``."""
     return not (isinstance(backend, str) and backend in FLOAT_SPECIALIZING)
+
+
+# Named backends that take a nested compile region as one subgraph called through torch's
+# ``invoke_subgraph`` (as torch.compile hands it to them): AOTAutograd traces the subgraph once
+# and inductor compiles it once. Every other backend gets each call's nodes inlined:
+# ``eager`` because torch's eager ``invoke_subgraph`` cannot differentiate ("fake_mode should be
+# enabled for HOPs", under torch.compile too), and a user's backend because it may not know the
+# operator.
+SUBGRAPH_BACKENDS = frozenset({"aot_eager", "inductor"})
+
+
+def takes_subgraphs(backend: str | BackendFn) -> bool:
+    """Whether ``backend`` (a name, or inductor with ``mode=``/``options=``) gets nested compile
+    regions as ``invoke_subgraph`` calls."""
+    if isinstance(backend, ConfiguredBackend):
+        return backend.fn is inductor
+    return isinstance(backend, str) and backend in SUBGRAPH_BACKENDS
 
 
 def register_backend(name: str, fn: BackendFn) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from graphlift import bytecode, compiler_collectives, eager_callees, logs, progress
-from graphlift.backends import keeps_floats_dynamic
+from graphlift.backends import keeps_floats_dynamic, takes_subgraphs
 from graphlift.cache import CacheEntry, ExtraState
 from graphlift.codegen import BreakTail, ErrorPathCodegen, FrameWrappers, OutputCodegen
 from graphlift.config import config
@@ -247,6 +247,7 @@ class _Attempt:
                              capture_scalars=options.fullgraph or config.capture_scalar_outputs,
                              capture_dynamic_shapes=options.fullgraph or
                              config.capture_dynamic_output_shape_ops)
+        output.takes_subgraphs = takes_subgraphs(options.backend)
         self.guards = guards = GuardBuilder()
         guards.locate = output.guard_origin  # each guard names the user's line behind it
         codegen = OutputCodegen(self.wrappers)

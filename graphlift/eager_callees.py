@@ -2,10 +2,10 @@
 
 torch.compile's frame-evaluation hook sees every Python frame, so a frame it skips (a break in a
 ``try`` block, in a loop, a generator, ``disable(recursive=False)``) still has the frames of the
-user functions and modules it calls compiled. CPython 3.11 and 3.12 give Python code no such
+user functions and modules it calls compiled. CPython 3.11 to 3.13 give Python code no such
 hook. Instead, where graphlift runs a frame's code eagerly as a whole it runs a *routed copy* of
 that code object, made once per code object and options (kept in its ExtraState). The copy
-differs from the original at call sites only::
+differs from the original at call sites only (3.11 shown)::
 
     original                         routed copy
     LOAD_FAST    obj                 LOAD_FAST    obj
@@ -21,6 +21,13 @@ differs from the original at call sites only::
                                      SWAP         2           # and back below the arguments
                                      PRECALL      1           # the original call, unchanged
                                      CALL         1
+
+3.12 has no PRECALL. 3.13 keeps a call's NULL above the callable (``callable, NULL``, see
+``bytecode.NULL_ABOVE_CALLABLE``): a method load becomes the attribute load and ``PUSH_NULL``
+without the ``SWAP``, the callable sits one slot deeper, and ``CALL_KW``'s keyword names (on the
+stack, not in 3.11's ``KW_NAMES`` register) one more. The route call itself is the same in all
+three (``route, callable`` is a call with a self slot). :data:`LAYOUTS` is the table of what
+differs; a version without a layout there (3.10) raises :class:`NotRoutable`.
 
 ``route(f)`` returns what the call should call: the compiled wrapper of a user function
 (graphlift's wrapper for it, cached on the function, so its entries live on its code object as
@@ -39,8 +46,9 @@ program can see is the frame's code object (``sys._getframe().f_code``, a genera
 Which call sites: a static pass over the bytecode tracks which stack slots hold a NULL pushed for
 a call (``PUSH_NULL``, ``LOAD_GLOBAL``'s NULL bit, the method loads turned into attribute loads);
 a call whose self slot is such a NULL is routed. Calls whose self slot holds an object (the
-compiler's own ``__exit__`` calls and 3.11's comprehension calls) stay as they are. 3.11's
-comprehension code objects are routed copies too (their functions are never seen).
+compiler's own ``__exit__`` calls and 3.11's comprehension calls) stay as they are. The code
+objects of comprehensions (3.11's; 3.12 and 3.13 inline all but generator expressions) are routed
+copies too (their functions are never seen).
 
 The alternative, a small C extension installing a PEP 523 frame-evaluation function, would catch
 every frame (also those that C code such as ``map`` or ``sorted(key=...)`` calls) at no per-call
@@ -57,6 +65,7 @@ import functools
 import types
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -69,31 +78,86 @@ ROUTES_ATTR = "_graphlift_routes"  # on a user function: {options: what route() 
 #                                    (options, "eager"): its routed eager function}
 NONRECURSIVE_ATTR = "_graphlift_nonrecursive"  # on a disable(recursive=False) wrapper: the fn
 
-# Comprehensions that 3.11 compiles to functions of their own: routed with the frame.
+# Comprehensions compiled to functions of their own (3.12 on: generator expressions only): routed
+# with the frame.
 _COMPREHENSIONS = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"})
 
+
+class NotRoutable(Exception):
+    """The static pass cannot follow this code (the frame then runs its original code)."""
+
+
 _OP = dis.opmap
-_CACHES = getattr(dis, "_inline_cache_entries", [0] * 256)  # 3.10 has no inline caches
-_JUMPS = frozenset(dis.hasjrel)
+
+
+def _cache_counts() -> list[int]:
+    """Inline cache entries per opcode number of the running CPython: 3.11 and 3.12 list them by
+    number, 3.13 by name (both from ``opcode._cache_format``); 3.10 has none."""
+    entries = getattr(dis, "_inline_cache_entries", None)
+    if isinstance(entries, dict):
+        return [entries.get(name, 0) for name in dis.opname[:256]]
+    return list(entries) if entries is not None else [0] * 256
+
+
+_CACHES = _cache_counts()
+_JUMPS = frozenset(op for op in dis.hasjrel if op < 256)  # pseudo-ops (3.12 on) excluded
 _BACKWARD = frozenset(op for op in _JUMPS if "BACKWARD" in dis.opname[op])
 _NO_FALLTHROUGH = frozenset(_OP[name] for name in (
     "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "RETURN_VALUE",
     "RETURN_CONST", "RAISE_VARARGS", "RERAISE") if name in _OP)
 
-# Per version: the method loads (opname -> the attribute load that replaces it, as a function
-# of the argument) and whether a call is PRECALL + CALL.
-_METHOD_LOADS: dict[tuple[int, int], dict[str, Callable[[int], tuple[str, int] | None]]] = {
-    (3, 11): {"LOAD_METHOD": lambda arg: ("LOAD_ATTR", arg)},
-    (3, 12): {"LOAD_ATTR": lambda arg: ("LOAD_ATTR", arg & ~1) if arg & 1 else None,
-              "LOAD_SUPER_ATTR": lambda arg: ("LOAD_SUPER_ATTR", arg & ~1) if arg & 1 else None},
+
+@dataclass(frozen=True)
+class CallLayout:
+    """What the rewrite needs to know of one version's calls."""
+
+    # The method loads: opname -> the attribute load that replaces it (a function of the
+    # argument; None where the argument asks for no method).
+    method_loads: dict[str, Callable[[int], tuple[str, int] | None]]
+    precall: bool  # 3.11: PRECALL n pops the arguments, CALL n the two slots below them
+    null_above: bool  # 3.13: ``callable, NULL`` (bytecode.NULL_ABOVE_CALLABLE); else NULL below
+    kw_call: str | None  # 3.13's CALL_KW: the keyword names on the stack; None: KW_NAMES
+
+
+def _method_bit(attr_op: str) -> Callable[[int], tuple[str, int] | None]:
+    """3.12 and 3.13: the low bit of the argument asks for a method load."""
+    return lambda arg: (attr_op, arg & ~1) if arg & 1 else None
+
+
+_BIT_METHOD_LOADS = {"LOAD_ATTR": _method_bit("LOAD_ATTR"),
+                     "LOAD_SUPER_ATTR": _method_bit("LOAD_SUPER_ATTR")}
+
+# Per version: its calls' layout, or why its calls are not rewritten (routed_code then raises
+# NotRoutable: the frame runs its original code, logged, its callees uncompiled).
+LAYOUTS: dict[tuple[int, int], CallLayout | str] = {
+    (3, 10): "3.10's calls (CALL_FUNCTION, CALL_METHOD) have no NULL slot to route",
+    (3, 11): CallLayout({"LOAD_METHOD": lambda arg: ("LOAD_ATTR", arg)}, precall=True,
+                        null_above=False, kw_call=None),
+    (3, 12): CallLayout(_BIT_METHOD_LOADS, precall=False, null_above=False, kw_call=None),
+    (3, 13): CallLayout(_BIT_METHOD_LOADS, precall=False, null_above=True, kw_call="CALL_KW"),
 }
-_PRECALL = {(3, 11): True, (3, 12): False}
+# The versions with a rewrite (tests/test_model_zoo.py reads this).
+_METHOD_LOADS = {version: layout.method_loads for version, layout in LAYOUTS.items()
+                 if isinstance(layout, CallLayout)}
+
+
+def not_routed(version: tuple[int, int] = bytecode.VERSION) -> str | None:
+    """Why the eager frames of ``version`` run their original code (None: they are routed)."""
+    layout = LAYOUTS.get(tuple(version))
+    if layout is None:
+        return f"no call-site rewrite for Python {version[0]}.{version[1]}"
+    return layout if isinstance(layout, str) else None
+
+
+def _layout(version: tuple[int, int]) -> CallLayout:
+    """The layout of ``version``'s calls, or NotRoutable with the reason it has none."""
+    reason = not_routed(version)
+    if reason is not None:
+        raise NotRoutable(reason)
+    return LAYOUTS[version]
+
 
 NULL, OTHER = "null", "other"  # what the static pass knows of a stack slot
-
-
-class NotRoutable(Exception):
-    """The static pass cannot follow this code (the frame then runs its original code)."""
 
 
 # -- the rewrite ---------------------------------------------------------------------------------
@@ -108,17 +172,15 @@ class _Ins:
 
 def routed_code(code: types.CodeType, route: Callable) -> types.CodeType:
     """A copy of ``code`` whose calls with a NULL self slot call ``route(callable)`` first."""
-    version = bytecode.VERSION
-    if version not in _METHOD_LOADS:
-        raise NotRoutable(f"no call-site rewrite for Python {version[0]}.{version[1]}")
+    layout = _layout(bytecode.VERSION)
     originals = _parse(code)
-    states = _slot_states(code, originals)
+    states = _slot_states(code, originals, layout)
     route_index = len(code.co_consts)
     consts = list(code.co_consts) + [route]
     for i, const in enumerate(consts[:route_index]):
         if isinstance(const, types.CodeType) and const.co_name in _COMPREHENSIONS:
             consts[i] = routed_code(const, route)
-    emitted = _rewrite(code, originals, states, route_index, version)
+    emitted = _rewrite(code, originals, states, route_index, layout)
     return _assemble(code, originals, emitted, tuple(consts))
 
 
@@ -149,7 +211,8 @@ def _jump_target(op: int, arg: int, op_offset: int) -> int:
     return after - 2 * arg if op in _BACKWARD else after + 2 * arg
 
 
-def _slot_states(code: types.CodeType, originals: list) -> dict[int, tuple[str, ...]]:
+def _slot_states(code: types.CodeType, originals: list,
+                 layout: CallLayout) -> dict[int, tuple[str, ...]]:
     """The stack before each reachable instruction: NULL where a call's NULL sits, else OTHER.
 
     Only calls consume a NULL, so an instruction that pops fewer slots than it really does
@@ -169,10 +232,10 @@ def _slot_states(code: types.CodeType, originals: list) -> dict[int, tuple[str, 
         stack = states[i]
         successors = []
         if op not in _NO_FALLTHROUGH and i + 1 < len(originals):
-            successors.append((i + 1, _after(op, arg, stack, jump=False)))
+            successors.append((i + 1, _after(op, arg, stack, layout, jump=False)))
         if op in _JUMPS:
             successors.append((index_of[_jump_target(op, arg, op_offset)],
-                               _after(op, arg, stack, jump=True)))
+                               _after(op, arg, stack, layout, jump=True)))
         for low, high, target, depth, lasti in handlers:
             if low <= start < high:
                 successors.append((target, stack[:depth] + (OTHER,) * (1 + lasti)))
@@ -188,16 +251,18 @@ def _slot_states(code: types.CodeType, originals: list) -> dict[int, tuple[str, 
     return states
 
 
-def _after(op: int, arg: int, stack: tuple[str, ...], jump: bool) -> tuple[str, ...]:
+def _after(op: int, arg: int, stack: tuple[str, ...], layout: CallLayout,
+           jump: bool) -> tuple[str, ...]:
     """The slots after one instruction (see :func:`_slot_states`)."""
     name = dis.opname[op]
+    pair = (OTHER, NULL) if layout.null_above else (NULL, OTHER)  # a callable and its NULL
     if name == "PUSH_NULL":
         return stack + (NULL,)
     if name == "LOAD_GLOBAL":
-        return stack + ((NULL,) if arg & 1 else ()) + (OTHER,)
-    method_load = _METHOD_LOADS[bytecode.VERSION].get(name)
-    if method_load is not None and method_load(arg) is not None:  # becomes NULL + attribute
-        return stack[:-3 if name == "LOAD_SUPER_ATTR" else -1] + (NULL, OTHER)
+        return stack + (pair if arg & 1 else (OTHER,))
+    method_load = layout.method_loads.get(name)
+    if method_load is not None and method_load(arg) is not None:  # becomes attribute + NULL
+        return stack[:-3 if name == "LOAD_SUPER_ATTR" else -1] + pair
     if name == "RETURN_GENERATOR":  # the generator, popped by the POP_TOP after it
         return stack + (OTHER,)
     if name == "SWAP":
@@ -207,8 +272,10 @@ def _after(op: int, arg: int, stack: tuple[str, ...], jump: bool) -> tuple[str, 
     if name == "COPY":
         return stack + (OTHER,)
     if name == "CALL":  # 3.11: PRECALL has popped the arguments already
-        taken = 2 if _PRECALL[bytecode.VERSION] else arg + 2
+        taken = 2 if layout.precall else arg + 2
         return stack[:-taken] + (OTHER,)
+    if name == layout.kw_call:  # the keyword names above the arguments
+        return stack[:-(arg + 3)] + (OTHER,)
     if name == "CALL_FUNCTION_EX":
         return stack[:-(3 + (arg & 1))] + (OTHER,)
     effect = dis.stack_effect(op, arg if op >= dis.HAVE_ARGUMENT else None, jump=jump)
@@ -218,27 +285,29 @@ def _after(op: int, arg: int, stack: tuple[str, ...], jump: bool) -> tuple[str, 
 
 
 def _rewrite(code: types.CodeType, originals: list, states: dict, route_index: int,
-             version: tuple[int, int]) -> list[list[_Ins]]:
+             layout: CallLayout) -> list[list[_Ins]]:
     """The new instructions standing for each original one (jump targets: original indexes)."""
     positions = list(code.co_positions())
     index_of = {}
     for i, (start, _, _, op_offset) in enumerate(originals):
         index_of[start] = index_of[op_offset] = i
-    method_loads = _METHOD_LOADS[version]
     emitted: list[list[_Ins]] = []
     for i, (_, op, arg, op_offset) in enumerate(originals):
         position = positions[op_offset // 2]
         name = dis.opname[op]
         target = index_of[_jump_target(op, arg, op_offset)] if op in _JUMPS else None
         plain = [_Ins(op, arg, position, target)]
-        replacement = method_loads[name](arg) if name in method_loads else None
+        method_load = layout.method_loads.get(name)
+        replacement = method_load(arg) if method_load is not None else None
         if replacement is not None:
             attr_op, attr_arg = replacement
-            plain = [_Ins(_OP[attr_op], attr_arg, position), _Ins(_OP["PUSH_NULL"], 0, position),
-                     _Ins(_OP["SWAP"], 2, position)]
-        depth = _routed_depth(name, arg, states.get(i))
+            # The bound method and a NULL, where this version's CALL wants it.
+            below = [] if layout.null_above else [_Ins(_OP["SWAP"], 2, position)]
+            plain = [_Ins(_OP[attr_op], attr_arg, position),
+                     _Ins(_OP["PUSH_NULL"], 0, position), *below]
+        depth = _routed_depth(name, arg, states.get(i), layout)
         if depth is not None:
-            routing = _route_sequence(depth, route_index, position, version)
+            routing = _route_sequence(depth, route_index, position, layout)
             if i > 0 and dis.opname[originals[i - 1][1]] == "KW_NAMES":
                 emitted[-1][:0] = routing  # before KW_NAMES, which the route call would consume
             else:
@@ -247,24 +316,34 @@ def _rewrite(code: types.CodeType, originals: list, states: dict, route_index: i
     return emitted
 
 
-def _routed_depth(name: str, arg: int, stack: tuple[str, ...] | None) -> int | None:
-    """How deep the callable of a routed call sits (1: the top), or None: not routed."""
+def _routed_depth(name: str, arg: int, stack: tuple[str, ...] | None,
+                  layout: CallLayout) -> int | None:
+    """How deep the callable of a routed call sits (1: the top), or None: not routed.
+
+    A call's callable and its NULL (in the layout's order) sit below ``above`` slots: the
+    arguments (3.11's PRECALL, CALL), 3.13's keyword names too (CALL_KW), or
+    CALL_FUNCTION_EX's tuple and dict.
+    """
     if stack is None:
         return None  # unreachable
-    if name == ("PRECALL" if _PRECALL[bytecode.VERSION] else "CALL"):
-        self_slot, depth = -arg - 2, arg + 1
+    if name == ("PRECALL" if layout.precall else "CALL"):
+        above = arg
+    elif name == layout.kw_call:
+        above = arg + 1
     elif name == "CALL_FUNCTION_EX":
-        self_slot, depth = -3 - (arg & 1), 2 + (arg & 1)
+        above = 1 + (arg & 1)
     else:
         return None
-    return depth if len(stack) >= -self_slot and stack[self_slot] == NULL else None
+    null_slot, depth = (-above - 1, above + 2) if layout.null_above else (-above - 2, above + 1)
+    return depth if len(stack) >= above + 2 and stack[null_slot] == NULL else None
 
 
 def _route_sequence(depth: int, route_index: int, position: tuple,
-                    version: tuple[int, int]) -> list[_Ins]:
-    """Replace the callable ``depth`` slots down by ``route(callable)``."""
+                    layout: CallLayout) -> list[_Ins]:
+    """Replace the callable ``depth`` slots down by ``route(callable)``: ``route, callable``
+    is a call with a self slot in every layout, so ``CALL 0`` calls ``route(callable)``."""
     swap = [_Ins(_OP["SWAP"], depth, position)] if depth > 1 else []
-    call = ([_Ins(_OP["PRECALL"], 0, position)] if _PRECALL[version] else []) + \
+    call = ([_Ins(_OP["PRECALL"], 0, position)] if layout.precall else []) + \
         [_Ins(_OP["CALL"], 0, position)]
     return [*swap, _Ins(_OP["LOAD_CONST"], route_index, position),
             _Ins(_OP["SWAP"], 2, position), *call, *swap]

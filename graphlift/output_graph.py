@@ -30,7 +30,11 @@ from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from graphlift import logs
-from graphlift.backends import call_graph_callable, lookup_backend
+from graphlift.backends import (
+    call_graph_callable,
+    fills_caches_with_shape_env,
+    lookup_backend,
+)
 from graphlift.config import config
 from graphlift.ddp_optimizer import active_ddp_module, split_backend
 from graphlift.dynamic_shapes import (
@@ -93,6 +97,10 @@ class OutputGraph:
         self.mutated_inputs: list[GraphInput] = []
         self.side_effects = SideEffects()
         self.regions: dict[tuple, Any] = {}  # nested compile regions recorded in this trace
+        # Whether the backend takes nested compile regions as subgraphs (``invoke_subgraph``),
+        # set by the compile; the module that holds them as its attributes (``subgraph_0``).
+        self.takes_subgraphs = False
+        self.root = torch.nn.Module()
         self._real_contexts: list[Any] = []
 
     @property
@@ -317,6 +325,19 @@ class OutputGraph:
         return sum(1 for n in self.graph.nodes
                    if n.op in ("call_function", "call_method", "call_module"))
 
+    def add_subgraph(self, graph: torch.fx.Graph) -> str:
+        """Make ``graph`` a module attribute of this graph (``subgraph_0``, as torch.compile
+        names them); it may read the subgraphs added before it. Returns its name."""
+        name = f"subgraph_{len(self.root._modules)}"
+        self.root.add_module(name, torch.fx.GraphModule(self.root, graph, class_name=name))
+        return name
+
+    def subgraph_node(self, name: str) -> torch.fx.Node:
+        """A ``get_attr`` node reading the subgraph ``name`` (one per call, as torch.compile)."""
+        node = self.graph.get_attr(name)
+        node.meta["stack_trace"] = stack_trace(self.tracers)
+        return node
+
     def getitem_node(self, node: torch.fx.Node, index: int) -> torch.fx.Node:
         """One output of a multi-output op (torch.split, torch.max with dim)."""
         return self.graph.call_function(operator.getitem, (node, index))
@@ -326,7 +347,7 @@ class OutputGraph:
         self, backend: str | Callable, name: str
     ) -> tuple[torch.fx.GraphModule, Callable, float]:
         """Hand the finished graph to the backend; return (module, callable, seconds)."""
-        gm = torch.fx.GraphModule(torch.nn.Module(), self.graph, class_name=name)
+        gm = torch.fx.GraphModule(self.root, self.graph, class_name=name)
         if self.has_unbacked or (self._shape_env is not None and
                                  self._shape_env.deferred_runtime_asserts):
             # What the trace assumed about unbacked symbols (torch._check(n < 10), a size >= 0)
@@ -336,7 +357,11 @@ class OutputGraph:
             gm.recompile()
         if logs.enabled("graph_code"):
             logs.emit("graph_code", f"TRACED GRAPH {name}\n{gm.code}")
+        caching = fills_caches_with_shape_env(backend) and not self.has_symbols
         examples = [graph_input.example for graph_input in self.inputs]
+        if caching:  # the fake inputs, as torch.compile hands them over (see _backend_context)
+            examples = [graph_input.fake if isinstance(graph_input.fake, torch.Tensor)
+                        else graph_input.example for graph_input in self.inputs]
         backend_fn = lookup_backend(backend)
         ddp = active_ddp_module() if config.optimize_ddp else None
         if ddp is not None:  # one subgraph per gradient bucket, each compiled by the backend
@@ -344,11 +369,7 @@ class OutputGraph:
         label = backend if isinstance(backend, str) else getattr(backend, "__name__", backend)
         start = time.perf_counter()
         try:
-            # With symbolic inputs the backend must trace with our fake mode (found through the
-            # tracing context, as AOTAutograd and inductor look for it): faking the real examples
-            # on its own would specialize every size to this call's.
-            with tracing(TracingContext(self.fake_mode)) if self.has_symbols \
-                    else contextlib.nullcontext():
+            with self._backend_context(caching):
                 compiled = backend_fn(gm, examples)
         except Exception as error:
             raise BackendCompilerFailed(
@@ -358,6 +379,23 @@ class OutputGraph:
             raise BackendCompilerFailed(f"backend {label!r} returned {compiled!r}, which is not "
                                         "callable (a backend returns the function to run)")
         return gm, call_graph_callable(compiled), time.perf_counter() - start
+
+    def _backend_context(self, caching: bool) -> contextlib.AbstractContextManager:
+        """The tracing context the backend compiles under, or none.
+
+        With symbolic inputs the backend must trace with our fake mode (found through the
+        tracing context, as AOTAutograd and inductor look for it): faking the real examples on
+        its own would specialize every size to this call's. ``caching``: a static graph for a
+        backend whose caches need a ShapeEnv (``backends.CACHING_BACKENDS``) gets our fake mode
+        with an empty one attached, sizes staying static; the backend then fills its caches
+        (with the same keys as graphlift.persist's load, which compiles the saved graph so)."""
+        if self.has_symbols:
+            return tracing(TracingContext(self.fake_mode))
+        if not caching:
+            return contextlib.nullcontext()
+        if self.fake_mode.shape_env is None:  # static_shapes stays True: no size is a symbol
+            self.fake_mode.shape_env = ShapeEnv()
+        return tracing(TracingContext(self.fake_mode))
 
 
 def _is_helper(node: torch.fx.Node) -> bool:

@@ -47,10 +47,13 @@ Backends: ``eager`` runs the loaded graph as it is. ``aot_eager`` and ``inductor
 again on load, with example inputs made from the saved metadata of each placeholder (sizes,
 strides, dtype, device, requires_grad: ``torch.empty_strided``; backends read no values); inductor
 then finds its own FX graph and AOTAutograd caches (``TORCHINDUCTOR_CACHE_DIR``) warm and skips
-code generation. A graph with symbolic sizes or int inputs is not saved for them (its examples
-would need this process's ShapeEnv). Other backends (a callable, ``mode=`` settings) are not
-saved. The graph saved is the one the entry keeps, after the backend ran: inductor's pre-grad
-passes may have rewritten it in place (the same computation; its FX cache key may then differ).
+code generation: the cold process filled them, its static graph compiled under a tracing context
+with a ShapeEnv too (``OutputGraph._backend_context``). A graph with symbolic sizes or int inputs
+is not saved for them (its examples would need this process's ShapeEnv). Other backends (a
+callable, ``mode=`` settings) are not saved. The graph saved is the one the entry keeps, after
+the backend ran: inductor's pre-grad passes may have rewritten it in place (the same computation;
+its cache keys stay those of the cold compile where the passes leave their own output as it is,
+as on ``x + 1`` and a 2-block decoder: the first warm process hits both caches).
 """
 
 from __future__ import annotations
@@ -782,9 +785,27 @@ def load(fn: types.FunctionType, state: ExtraState, options: Any) -> list[CacheE
     loaded = []
     for data in read_entries(directory, entry_key(fn.__code__, options)):
         try:
-            loaded.append(decode_entry(data, state.next_compile_id(), options, state,
-                                       fn.__code__))
+            entry = decode_entry(data, state.next_compile_id(), options, state, fn.__code__)
         except Exception as error:  # a name that moved; or a file from a buggy graphlift
             logs.emit("guards", f"cache entry of {fn.__qualname__} not loaded: "
                       f"{type(error).__name__}: {error}")
+            continue
+        forget_with_modules(state, entry)
+        loaded.append(entry)
     return loaded
+
+
+def forget_with_modules(state: ExtraState, entry: CacheEntry) -> None:
+    """Drop ``entry`` from ``state`` when a module it pins by identity dies: the entry holds
+    that module's parameters (as graph constants) and must not keep them, nor serve a new
+    module that reuses the address. The same for a loaded entry as for a traced one."""
+    for _, module_ref in entry.compiled_guards.module_roots:
+        module = module_ref()
+        if module is not None:
+            weakref.finalize(module, _drop_entry, weakref.ref(state), weakref.ref(entry))
+
+
+def _drop_entry(state_ref: weakref.ref, entry_ref: weakref.ref) -> None:
+    state, entry = state_ref(), entry_ref()
+    if state is not None and entry is not None:
+        state.remove(entry)

@@ -29,7 +29,7 @@ from corpus.harness import assert_same
 
 import graphlift
 from graphlift import dropin, stance, trace_rules
-from graphlift.eager_callees import original_code
+from graphlift.eager_callees import not_routed, original_code
 from graphlift.testing import CompileCounter
 from graphlift.trace_rules import Kind
 
@@ -156,8 +156,8 @@ def test_a_disabled_function_is_a_graph_break_and_runs_eagerly(disable):
         assert "talks to the parameter server" in record.explanation
 
 
-@pytest.mark.xfail(sys.version_info >= (3, 13), strict=True,
-                   reason="no call-site rewrite for 3.13 yet (eager_callees): callees run eagerly")
+@pytest.mark.xfail(not_routed() is not None, strict=True,
+                   reason=f"{not_routed()} (eager_callees): callees run eagerly")
 def test_disable_not_recursive_compiles_what_it_calls():
     def make():
         def leaf(x):

@@ -6,8 +6,10 @@ with torch.compile's, and ``graphlift.stats(callee)`` shows the callee compiled.
 """
 
 import contextlib
+import dis
 import inspect
 import io
+import logging
 import traceback
 
 import pytest
@@ -19,10 +21,10 @@ import graphlift
 from graphlift import bytecode, eager_callees
 from graphlift.testing import CompileCounter
 
-# The call-site rewrite exists for 3.11 and 3.12; on 3.13 an eager frame runs its original code
-# (eager_callees.NotRoutable, logged), so its callees stay uncompiled there.
-pytestmark = pytest.mark.skipif(bytecode.VERSION not in eager_callees._METHOD_LOADS,
-                                reason="no call-site rewrite for this Python version yet")
+# Where a version has no call-site rewrite (eager_callees.LAYOUTS: 3.10), an eager frame runs its
+# original code (NotRoutable, logged), so its callees stay uncompiled there.
+pytestmark = pytest.mark.skipif(eager_callees.not_routed() is not None,
+                                reason=str(eager_callees.not_routed()))
 
 
 @pytest.fixture(autouse=True)
@@ -79,6 +81,19 @@ def g(x):
 X = torch.ones(3)
 
 
+def in_try(callee, label):
+    """A frame that runs eagerly as a whole (its print breaks inside a try block) and returns
+    ``callee(x)``."""
+    def f(x):
+        try:
+            print(label)
+            return callee(x)
+        except KeyError:
+            return None
+
+    return f
+
+
 # -- the frames that run eagerly -----------------------------------------------------------------
 def test_a_break_in_a_try_block_compiles_the_callee():
     def f(x):
@@ -130,49 +145,23 @@ class Block(torch.nn.Module):
 
 
 def test_a_module_called_from_an_eager_frame_has_its_forward_compiled():
-    block = Block()
-
-    def f(x):
-        try:
-            print("module")
-            return block(x)
-        except KeyError:
-            return None
-
     with torch.no_grad():
-        assert check(f, X) == 1
+        assert check(in_try(Block(), "module"), X) == 1
     assert graphlift.stats(Block.forward).graphs == 1
 
 
 def test_a_module_with_a_forward_hook_runs_the_hook():
     block = Block()
     block.register_forward_hook(lambda module, args, out: print("hook") or out * 2)
-
-    def f(x):
-        try:
-            print("module")
-            return block(x)
-        except KeyError:
-            return None
-
     with torch.no_grad():
         # torch.compile: the forward's graph, and the hook's after its print.
-        assert check(f, X) == 2
+        assert check(in_try(block, "module"), X) == 2
     assert graphlift.stats(Block.forward).graphs == 1
 
 
 def test_a_torch_module_runs_as_it_is():
-    linear = torch.nn.Linear(3, 3)
-
-    def f(x):
-        try:
-            print("linear")
-            return linear(x)
-        except KeyError:
-            return None
-
-    with torch.no_grad():
-        assert check(f, X) == 0  # torch.compile skips torch's own modules too
+    with torch.no_grad():  # torch.compile skips torch's own modules too
+        assert check(in_try(torch.nn.Linear(3, 3), "linear"), X) == 0
 
 
 class Stepper:
@@ -264,14 +253,7 @@ def nested_inner(x):
 
 
 def test_a_compiled_callee_that_falls_back_routes_its_callees_too():
-    def f(x):
-        try:
-            print("outer")
-            return nested_inner(x)
-        except KeyError:
-            return None
-
-    assert check(f, X) == 1
+    assert check(in_try(nested_inner, "outer"), X) == 1
     assert graphlift.stats(nested_inner).eager_frames == 1 and graphlift.stats(g).graphs == 1
 
 
@@ -284,7 +266,7 @@ def test_a_generator_consumed_in_an_eager_frame():
     def f(x):
         try:
             print("generator")
-            return list(gen(x))
+            return list(gen(x))  # list (a C type) runs the generator's frame
         except KeyError:
             return None
 
@@ -327,15 +309,8 @@ def test_disable_not_recursive():
 
 
 def test_the_setting_off_runs_the_callees_eagerly():
-    def f(x):
-        try:
-            print("off")
-            return g(x)
-        except KeyError:
-            return None
-
     with graphlift.config.patch(compile_eager_callees=False):
-        assert check(f, X, graphs=0) == 0
+        assert check(in_try(g, "off"), X, graphs=0) == 0
     assert graphlift.stats(g).compiles == 0
 
 
@@ -381,3 +356,70 @@ def test_the_line_table_encoder_round_trips():
     code = many_calls.__code__
     table = eager_callees.encode_positions(list(code.co_positions()), code.co_firstlineno)
     assert list(code.replace(co_linetable=table).co_positions()) == list(code.co_positions())
+
+
+class Base:
+    def scale(self, x):
+        return x.sin() * 2
+
+
+class Child(Base):
+    def scale(self, x):
+        try:
+            print("child")
+            return super().scale(x) + 1
+        except KeyError:
+            return None
+
+
+# How each version loads ``super().scale`` for a call (the rewrite turns it into an attribute load
+# and a NULL).
+SUPER_METHOD_LOAD = {(3, 11): "LOAD_METHOD", (3, 12): "LOAD_SUPER_ATTR", (3, 13): "LOAD_SUPER_ATTR"}
+
+
+def test_a_super_method_call_is_routed():
+    assert SUPER_METHOD_LOAD[bytecode.VERSION] in {i.opname for i in dis.get_instructions(
+        Child.scale)}
+    assert check(Child().scale, X) == 1
+    assert graphlift.stats(Base.scale).graphs == 1 and graphlift.stats(Child.scale).eager_frames
+
+
+# A loop whose backward jump fits one byte in the original and needs EXTENDED_ARG in the copy.
+CALLS_IN_LOOP = 14
+namespace = {"g": g}
+exec("def long_loop(x):\n    for _ in range(2):\n" + "        x = g(x)\n" * CALLS_IN_LOOP
+     + "    return x\n", namespace)
+long_loop = namespace["long_loop"]
+
+
+def has_extended_arg(code):
+    return dis.opmap["EXTENDED_ARG"] in code.co_code[::2]
+
+
+def test_jumps_grow_an_extended_arg_where_the_copy_is_longer():
+    routed = []
+    copy = eager_callees.routed_code(long_loop.__code__, lambda f: routed.append(f) or f)
+    assert not has_extended_arg(long_loop.__code__) and has_extended_arg(copy)
+    fn = type(long_loop)(copy, long_loop.__globals__)
+    assert same(fn(X), long_loop(X)) and routed.count(g) == 2 * CALLS_IN_LOOP
+
+
+def test_a_version_without_a_rewrite_runs_the_original_code(monkeypatch, caplog):
+    assert eager_callees.not_routed((3, 10)) and eager_callees.not_routed((3, 14))
+    monkeypatch.setitem(eager_callees.LAYOUTS, bytecode.VERSION, "calls not rewritten here")
+    caplog.set_level(logging.INFO, logger="graphlift")
+    f = in_try(g, "unrouted")
+    compiled = graphlift.compile(f)
+    graphlift.set_logs(graph_breaks=True)
+    try:
+        results = [compiled(X), compiled(X)]
+    finally:
+        graphlift.set_logs(graph_breaks=False)
+    assert same(results, [f(X), f(X)])
+    assert graphlift.stats(f).eager_frames == 1 and graphlift.stats(g).compiles == 0
+    assert any("runs its original code, its callees uncompiled: calls not rewritten here"
+               in record.getMessage() for record in caplog.records)
+
+
+def test_the_layout_puts_the_null_where_the_instruction_layer_does():
+    assert eager_callees.LAYOUTS[bytecode.VERSION].null_above == bytecode.NULL_ABOVE_CALLABLE

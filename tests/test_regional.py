@@ -6,14 +6,18 @@ with eager (outputs, gradients) and the compile counts with torch.compile's.
 """
 
 import copy
+import shutil
 import types
 
+import pytest
 import torch
 import torch._dynamo
 import torch.nn.functional as F
 from torch import nn
+from torch._higher_order_ops.invoke_subgraph import invoke_subgraph
 
 import graphlift
+from graphlift.backends import configure, takes_subgraphs
 from graphlift.testing import CompileCounter
 
 
@@ -403,6 +407,213 @@ def test_a_region_with_side_effects_is_traced_every_call():
         same(graphlift.compile(stack, backend=CompileCounter())(x), expected)
     assert log == [1, 1, 1]
     assert graphlift.region_stats(noisy).reused == 0
+
+
+# -- nested_compile_region as one subgraph: invoke_subgraph for aot_eager and inductor ----------
+def subgraph_calls(gm):
+    """(the graph's subgraph modules, the subgraph each invoke_subgraph call runs)."""
+    calls = [n.args[0].target for n in gm.graph.nodes if n.target is invoke_subgraph]
+    return sorted(name for name, _ in gm.named_children()), calls
+
+
+def outer_ops(gm):
+    """The outer graph's operations, as op kinds and call targets' names."""
+    return [(n.op, getattr(n.target, "__name__", n.target)) for n in gm.graph.nodes
+            if n.op not in ("placeholder", "output")]
+
+
+def torch_graphs(model, args, backend):
+    """torch.compile's result for ``model(*args)`` and the graphs its backend received (each
+    compiled by torch's own ``backend``)."""
+    torch._dynamo.reset()
+    graphs = []
+
+    def capture(gm, example_inputs):
+        graphs.append((subgraph_calls(gm), outer_ops(gm)))
+        return torch._dynamo.lookup_backend(backend)(gm, example_inputs)
+
+    try:
+        return torch.compile(model, backend=capture)(*args), graphs
+    finally:
+        torch._dynamo.reset()
+
+
+def graphlift_graphs(model, args, backend):
+    graphlift.reset()
+    compiled = graphlift.compile(model, backend=backend)
+    out = compiled(*args)
+    return out, [(subgraph_calls(e.graph), outer_ops(e.graph))
+                 for e in reversed(graphlift.cache_entries(compiled))]
+
+
+def training_step(model, x, run):
+    """``run(model, (x,))``'s (loss, graphs) and the gradients of x and of every parameter."""
+    x = x.detach().clone().requires_grad_(True)
+    model.zero_grad()
+    loss, graphs = run(model, (x,))
+    loss.backward()
+    return loss.detach(), graphs, [x.grad, *(p.grad for p in model.parameters())]
+
+
+class Loss(nn.Module):
+    def __init__(self, stack):
+        super().__init__()
+        self.stack = stack
+
+    def forward(self, x):
+        return self.stack(x).square().sum()
+
+
+def region_model(depth, call=None):
+    torch.manual_seed(0)
+    return Loss(Stack(depth=depth, call=call))
+
+
+def test_aot_eager_gets_one_subgraph_called_per_block_as_torch_compile_makes_it():
+    x = torch.randn(3, 8)
+    model = region_model(4)
+    expected, _, grads = training_step(copy.deepcopy(model), x, lambda m, a: (m(*a), None))
+    before = graphlift.region_stats(layer).traced
+    loss, graphs, got = training_step(model, x, lambda m, a: graphlift_graphs(m, a, "aot_eager"))
+    same(loss, expected)
+    for a, b in zip(got, grads):
+        same(a, b)
+    assert graphlift.region_stats(layer).traced - before == 1
+    torch_model = region_model(4, torch.compiler.nested_compile_region(_copy_function(layer)))
+    torch_loss, torch_seen, torch_grads = training_step(
+        torch_model, x, lambda m, a: torch_graphs(m, a, "aot_eager"))
+    same(torch_loss, expected)
+    assert len(graphs) == len(torch_seen) == 1
+    assert graphs[0][0] == torch_seen[0][0] == (["subgraph_0"], ["subgraph_0"] * 4)
+    assert graphs[0][1] == torch_seen[0][1]  # get_attr, invoke_subgraph, getitem per block
+
+
+def test_eager_and_user_backends_get_the_calls_inlined():
+    x = torch.randn(3, 8)
+    for backend in ("eager", CompileCounter()):
+        model = region_model(4)
+        expected, _, grads = training_step(copy.deepcopy(model), x,
+                                           lambda m, a: (m(*a), None))
+        loss, graphs, got = training_step(model, x,
+                                          lambda m, a, b=backend: graphlift_graphs(m, a, b))
+        same(loss, expected)
+        for a, b in zip(got, grads):
+            same(a, b)
+        assert graphs[0][0] == ([], [])
+        assert ("call_function", "layer_norm") in graphs[0][1]
+
+
+@pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
+                    reason="inductor on CPU needs a C++ compiler")
+def test_inductor_compiles_the_subgraph_and_its_gradients_match():
+    x = torch.randn(3, 8)
+    model = region_model(2)
+    expected, _, grads = training_step(copy.deepcopy(model), x, lambda m, a: (m(*a), None))
+    loss, graphs, got = training_step(model, x, lambda m, a: graphlift_graphs(m, a, "inductor"))
+    torch.testing.assert_close(loss, expected, atol=1e-4, rtol=1e-4)
+    for a, b in zip(got, grads):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+    assert graphs[0][0] == (["subgraph_0"], ["subgraph_0"] * 2)
+
+
+def test_a_block_that_differs_is_inlined_beside_the_subgraph_calls():
+    region = graphlift.nested_compile_region(_copy_function(layer))
+    model = region_model(4, region)
+    model.stack.h[2].scale = 5  # its rebased guard fails: traced as usual
+    x = torch.randn(3, 8)
+    expected, _, grads = training_step(copy.deepcopy(model), x, lambda m, a: (m(*a), None))
+    loss, graphs, got = training_step(model, x, lambda m, a: graphlift_graphs(m, a, "aot_eager"))
+    same(loss, expected)
+    for a, b in zip(got, grads):
+        same(a, b)
+    assert graphs[0][0] == (["subgraph_0"], ["subgraph_0"] * 3)
+    assert graphs[0][1].count(("call_function", "layer_norm")) == 1  # block 2, inline
+
+
+def test_regions_inside_regions_and_tuple_outputs():
+    @graphlift.nested_compile_region
+    def inner(block, x):
+        y = block(x)
+        return y, y.sum(-1)
+
+    @graphlift.nested_compile_region
+    def outer(a, b, x):
+        y, s = inner(a, x)
+        z, t = inner(b, y)
+        return z * 2, s + t, (z + 1, 3)
+
+    class Pairs(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.h = nn.ModuleList(Block(p=0.0) for _ in range(6))
+
+        def forward(self, x):
+            total = x.sum() * 0
+            for i in range(0, len(self.h), 2):
+                x, s, (w, three) = outer(self.h[i], self.h[i + 1], x)
+                total = total + s.sum() + w.mean() * three
+            return total + x.square().sum()
+
+    torch.manual_seed(0)
+    model = Pairs()
+    x = torch.randn(3, 8, requires_grad=True)
+    expected = model(x)
+    grads = torch.autograd.grad(expected, [x, *model.parameters()])
+    graphlift.reset()
+    compiled = graphlift.compile(model, backend="aot_eager")
+    got = compiled(x)
+    same(got, expected)
+    for a, b in zip(torch.autograd.grad(got, [x, *model.parameters()]), grads):
+        same(a, b)
+    (gm,) = [e.graph for e in graphlift.cache_entries(compiled)]
+    assert subgraph_calls(gm) == (["subgraph_1"], ["subgraph_1"] * 3)
+    assert subgraph_calls(gm.subgraph_1) == (["subgraph_0"], ["subgraph_0"] * 2)
+    assert (graphlift.region_stats(outer).traced, graphlift.region_stats(outer).reused) == (1, 2)
+    assert graphlift.region_stats(inner).traced == 1
+
+
+def test_outputs_sharing_memory_stay_inline():
+    @graphlift.nested_compile_region
+    def twice(block, x):
+        y = block(x)
+        return y, y[0]  # a view of the other output: invoke_subgraph cannot return it
+
+    class Rows(Stack):
+        def forward(self, x):
+            for block in self.h:
+                x, row = twice(block, x)
+                x = x + row
+            return x
+
+    torch.manual_seed(0)
+    model, x = Rows(depth=3).eval(), torch.randn(3, 8)
+    compiled = graphlift.compile(model, backend="aot_eager")
+    with torch.no_grad():
+        same(compiled(x), model(x))
+    assert subgraph_calls(graphlift.cache_entries(compiled)[0].graph) == ([], [])
+    assert graphlift.region_stats(twice).reused == 2
+
+
+def test_with_a_cache_dir_regions_are_inlined_and_the_entry_warm_starts(tmp_path):
+    x = torch.randn(3, 8)
+    model = region_model(3).eval()
+    with torch.no_grad():
+        expected = model(x)
+    graphlift.reset()
+    with graphlift.config.patch(cache_dir=str(tmp_path / "cache")), torch.no_grad():
+        compiled = graphlift.compile(model, backend="aot_eager")
+        same(compiled(x), expected)
+        assert subgraph_calls(graphlift.cache_entries(compiled)[0].graph) == ([], [])
+        graphlift.reset()
+        same(compiled(x), expected)
+    stats = graphlift.stats(Loss.forward)
+    assert (stats.compiles, stats.loaded) == (0, 1)
+
+
+def test_which_backends_take_subgraphs():
+    assert takes_subgraphs("aot_eager") and takes_subgraphs("inductor")
+    assert takes_subgraphs(configure("inductor", "max-autotune-no-cudagraphs", None))
+    assert not takes_subgraphs("eager") and not takes_subgraphs(CompileCounter())
 
 
 # -- changes made in place after a module's structure was memoized -----------------------------

@@ -288,11 +288,13 @@ def test_an_entry_with_symbolic_sizes_is_not_saved_for_aot_eager(cache, guard_lo
     assert not list(cache.glob("*.json"))
 
 
-def test_a_loaded_inductor_graph_gets_fake_inputs_under_a_shape_env(cache, monkeypatch):
-    """What inductor's FX graph and AOTAutograd caches need to serve the loaded graph (they are
-    bypassed without a ShapeEnv): static fake inputs of the saved metadata, a tracing context.
-    A stand-in records the call (a real inductor compile takes minutes on the loaded machine;
-    benchmarks/warm_start.py --backend inductor runs it)."""
+def test_inductor_gets_the_same_graph_and_fake_inputs_cold_and_loaded(cache, monkeypatch):
+    """What inductor's FX graph and AOTAutograd caches need to serve a graph (they are bypassed
+    without a ShapeEnv): static fake inputs under a tracing context whose fake mode has one. The
+    cold compile gets them too, with the same graph code and input metadata as the loaded
+    compile, so the cold process fills the caches that the first warm process then hits.
+    A stand-in records the calls (a real inductor compile takes minutes on the loaded machine;
+    benchmarks/warm_start.py --backend inductor runs it and reports the cache hits)."""
     from torch._guards import TracingContext
     from torch._subclasses.fake_tensor import FakeTensor
 
@@ -302,7 +304,9 @@ def test_a_loaded_inductor_graph_gets_fake_inputs_under_a_shape_env(cache, monke
 
     def recorder(gm, examples):
         context = TracingContext.try_get()
-        seen.append((examples, context and context.fake_mode.shape_env))
+        mode = context and context.fake_mode
+        seen.append((gm.code, examples, mode and mode.shape_env,
+                     all(e.fake_mode is mode for e in examples)))
         # AOTAutograd's cache serves graphs whose nodes carry their fake values.
         assert all(isinstance(n.meta.get("example_value"), FakeTensor)
                    for n in gm.graph.nodes if n.op in ("placeholder", "call_method"))
@@ -316,11 +320,34 @@ def test_a_loaded_inductor_graph_gets_fake_inputs_under_a_shape_env(cache, monke
     graphlift.reset()
     assert_same(expected, grads_of(compiled, x, w))
     assert counts(linear_relu) == (0, 1, 0)
-    examples, shape_env = seen[-1]
-    assert shape_env is not None and not shape_env.backed_var_to_val  # static: no symbol made
-    assert all(isinstance(e, FakeTensor) for e in examples)
-    assert [(e.shape, e.stride(), e.requires_grad) for e in examples] == \
-        [((4, 5), (5, 1), False), ((5, 3), (1, 5), True)]
+    assert len(seen) == 2
+    for _, examples, shape_env, same_mode in seen:  # cold, then loaded
+        assert shape_env is not None and not shape_env.backed_var_to_val  # static: no symbol
+        assert same_mode and all(isinstance(e, FakeTensor) for e in examples)
+        assert [(e.shape, e.stride(), e.requires_grad) for e in examples] == \
+            [((4, 5), (5, 1), False), ((5, 3), (1, 5), True)]
+    assert seen[0][0] == seen[1][0]
+
+
+def test_a_static_eager_compile_makes_no_shape_env(monkeypatch):
+    """Only backends whose caches need it get a ShapeEnv on a static graph: for "eager" it
+    would import torch._dynamo for nothing (a cold start's cost)."""
+    from torch._guards import TracingContext
+
+    from graphlift import backends
+
+    seen = []
+
+    def recorder(gm, examples):
+        seen.append((TracingContext.try_get(), examples))
+        return gm.forward
+
+    monkeypatch.setitem(backends._BACKENDS, "eager", recorder)
+    x, w = torch.randn(4, 5), torch.randn(5, 3)
+    call(graphlift.compile(linear_relu, backend="eager"), linear_relu, x, w)
+    ((context, examples),) = seen
+    assert context is None
+    assert examples[0] is x and examples[1] is w  # the real tensors, as before
 
 
 # -- what is not saved -------------------------------------------------------------------------
@@ -357,6 +384,34 @@ def test_a_module_pinned_as_a_global_is_saved_by_its_name(cache, monkeypatch):
     monkeypatch.setattr(PINNED, "bias", torch.nn.Parameter(torch.zeros(2)))  # reassigned
     call(compiled, apply_pinned, x)
     assert counts(apply_pinned) == (1, 1, 1)
+
+
+def test_a_loaded_entry_goes_when_its_pinned_module_dies(cache):
+    """As a traced entry does: it holds the module's parameters, and must neither keep them
+    alive nor serve another module that reuses the address."""
+    import gc
+    import weakref
+
+    global PINNED
+    original = PINNED
+    try:  # not monkeypatch: it would keep the replaced module alive to restore it
+        PINNED = torch.nn.Linear(3, 2)
+        compiled = graphlift.compile(apply_pinned)
+        x = torch.randn(4, 3)
+        call(compiled, apply_pinned, x)
+        graphlift.reset()
+        call(compiled, apply_pinned, x)
+        assert counts(apply_pinned) == (0, 1, 0)
+        assert len(graphlift.cache_entries(apply_pinned)) == 1
+        dying = weakref.ref(PINNED)
+        PINNED = torch.nn.Linear(3, 2)
+        gc.collect()
+        assert dying() is None  # the loaded entry did not keep it
+        assert graphlift.cache_entries(apply_pinned) == []
+        call(compiled, apply_pinned, x)  # the new module: traced
+        assert counts(apply_pinned)[0] == 1
+    finally:
+        PINNED = original
 
 
 def test_a_module_pinned_as_a_closure_is_not_saved(cache, guard_logs):

@@ -11,10 +11,19 @@ their fake values propagated. So a model that runs one marked layer 32 times tra
 bytecode once. Where a rebased guard fails, or the call cannot be matched, the call is traced
 as usual: the region is an optimization, never a change of meaning.
 
-Partial (issue 19): the copies are inlined into the frame's graph (every backend takes it);
-emitting one FX submodule or torch's ``invoke_subgraph`` for backends that accept subgraphs is
-not done. Regions that write Python state (the side-effect ledger), mutate tensors in place,
-switch grad mode or autocast inside, or take dynamic sizes are traced on every call.
+For backends that take subgraphs (``backends.takes_subgraphs``: ``aot_eager``, ``inductor``),
+the region becomes one FX subgraph, an attribute of the frame's graph (``subgraph_0``), and
+every call (the first too) is one ``torch.ops.higher_order.invoke_subgraph(subgraph_0,
+'subgraph_0', *operands)`` node and a ``getitem`` per output, as torch.compile emits
+``torch.compiler.nested_compile_region``: AOTAutograd traces the subgraph once and inductor
+compiles it once. Every other backend gets each call's nodes inlined: ``eager`` (torch's eager
+``invoke_subgraph`` cannot differentiate), users' backends, and a compile whose entry is to be
+saved (``config.cache_dir``: warm start saves no submodules) or split by DDP's buckets.
+
+Partial (issue 19): regions that write Python state (the side-effect ledger), mutate tensors in
+place, switch grad mode or autocast inside, or take dynamic sizes are traced on every call; a
+call whose rebased guard fails is traced inline (torch.compile makes it a second subgraph);
+outputs that share memory keep a region inline.
 """
 
 from __future__ import annotations
@@ -28,8 +37,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
+from torch._higher_order_ops.invoke_subgraph import invoke_subgraph
 
-from graphlift.guards import Guard, _lambda
+from graphlift.config import config
+from graphlift.ddp_optimizer import active_ddp_module
+from graphlift.guards import Guard, GuardKind, _lambda
 from graphlift.output_graph import STATE_SWITCHES, GraphInput
 from graphlift.sources import FN_NAME, GLOBALS_NAME, Source
 from graphlift.variables.base import VariableTracker
@@ -97,6 +109,10 @@ class Recording:
     guards: list[Guard]
     fast: list[str]
     output: Any  # ("tensor", node) | ("tuple", [...]) | ("const", value)
+    # Where the region is a subgraph (:func:`_outline`): its name and the nodes from outside it
+    # that it reads, in its placeholders' order. None: each reuse copies ``nodes`` inline.
+    subgraph: str | None = None
+    operands: list[torch.fx.Node] = dataclasses.field(default_factory=list)
 
 
 def call_region(tx: InstructionTranslator, fn: VariableTracker, stats: RegionStats,
@@ -121,8 +137,18 @@ def call_region(tx: InstructionTranslator, fn: VariableTracker, stats: RegionSta
     result = run_inline()
     recording = before.recording(tx, args, result)
     if recording is not None:
+        if _uses_subgraphs(tx):
+            _outline(tx, recording, result)
         regions[(fn.fn, key)] = recording
     return result
+
+
+def _uses_subgraphs(tx: InstructionTranslator) -> bool:
+    """Whether regions become subgraphs here: the backend takes them (``takes_subgraphs``), the
+    entry is not to be saved (warm start saves graphs without submodules: it refuses them), and
+    DDP's bucketing, which splits the graph by parameters, does not run."""
+    return tx.output.takes_subgraphs and not config.cache_dir and \
+        not (config.optimize_ddp and active_ddp_module() is not None)
 
 
 # -- matching calls ------------------------------------------------------------------------------
@@ -169,7 +195,8 @@ class _Snapshot:
         if output.side_effects or len(output.mutated_inputs) != self.mutated:
             return None
         nodes = [n for n in output.graph.nodes if n not in self.nodes and n.op != "placeholder"]
-        if any(n.op not in ("call_function", "call_method") or n.meta.get("mutates")
+        # get_attr: the subgraph of a region called inside this one
+        if any(n.op not in ("call_function", "call_method", "get_attr") or n.meta.get("mutates")
                or n.target in STATE_SWITCHES for n in nodes):
             return None
         spec = _output_spec(result)
@@ -180,8 +207,13 @@ class _Snapshot:
         modules = [a.source for a in args if isinstance(a, NNModuleVariable)]
         exprs = [(guards.expr(s), s.name()) for s in modules]
         patterns = [_pattern(e) for e, _ in exprs]
-        over = [g for g in guards.guards if any(p.search(g.check) for p in patterns)]
-        fast = [f for f in guards._fast if any(p.search(f) for p in patterns)]
+        # Not the modules' own identity (``self.h[0] is <block>``, made where the frame indexed
+        # a ModuleList): each call's module is another object, pinned where the frame got it.
+        pins = tuple(f"{e} is __gl_" for e, _ in exprs)
+        over = [g for g in guards.guards if any(p.search(g.check) for p in patterns)
+                and not (g.kind is GuardKind.ID_MATCH and g.check.startswith(pins))]
+        fast = [f for f in guards._fast if any(p.search(f) for p in patterns)
+                and not f.startswith(pins)]
         return Recording(list(args), modules, exprs, inputs, nodes, over, fast, spec)
 
 
@@ -225,6 +257,60 @@ def _output_spec(result: VariableTracker) -> Any:
     return None
 
 
+# -- one subgraph for every call -----------------------------------------------------------------
+def _outline(tx: InstructionTranslator, rec: Recording, result: VariableTracker) -> None:
+    """Move the first call's nodes into a subgraph, called by one ``invoke_subgraph`` node with
+    a ``getitem`` per output, as torch.compile emits a region; the call's result trackers are
+    pointed at the getitems. A region whose outputs share memory, or that reads a value that is
+    not a tensor, stays inline (``invoke_subgraph`` takes neither)."""
+    graph, inside = tx.output.graph, set(rec.nodes)
+    outputs = _output_nodes(rec.output)
+    operands = list(dict.fromkeys(a for n in rec.nodes for a in n.all_input_nodes
+                                  if a not in inside))
+    storages = {id(_storage(o.meta["example_value"])) for o in outputs}
+    if not outputs or len(storages) != len(outputs) or \
+            not all(isinstance(o.meta.get("example_value"), torch.Tensor) for o in operands) or \
+            any(user not in inside for n in rec.nodes for user in n.users):
+        return
+    sub = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    for operand in operands:
+        env[operand] = sub.placeholder(operand.name)
+        env[operand].meta = dict(operand.meta)
+    for node in rec.nodes:
+        env[node] = sub.node_copy(node, env.__getitem__)
+    sub.output(tuple(env[o] for o in outputs))
+    rec.subgraph, rec.operands = tx.output.add_subgraph(sub), operands
+    for node in reversed(rec.nodes):
+        graph.erase_node(node)
+    items = _invoke(tx, rec, operands, [o.meta["example_value"] for o in outputs])
+    for tracker in _tensors(result):
+        tracker.node = items[tracker.node]
+
+
+def _invoke(tx: InstructionTranslator, rec: Recording, operands: list[torch.fx.Node],
+            fakes: list[torch.Tensor]) -> dict[torch.fx.Node, torch.fx.Node]:
+    """One call of ``rec``'s subgraph: each recorded output node's getitem in this call."""
+    output = tx.output
+    call = output.create_node("call_function", invoke_subgraph,
+                              (output.subgraph_node(rec.subgraph), rec.subgraph, *operands), {})
+    call.meta["example_value"] = tuple(fakes)
+    items = {}
+    for index, (node, fake) in enumerate(zip(_output_nodes(rec.output), fakes)):
+        item = output.getitem_node(call, index)
+        item.meta.update(node.meta, example_value=fake, stack_trace=call.meta["stack_trace"])
+        items[node] = item
+    return items
+
+
+def _tensors(tracker: VariableTracker) -> list[TensorVariable]:
+    if isinstance(tracker, TensorVariable):
+        return [tracker]
+    if isinstance(tracker, TupleVariable):
+        return [t for item in tracker.items for t in _tensors(item)]
+    return []
+
+
 # -- replaying a recording -----------------------------------------------------------------------
 def _replay(tx: InstructionTranslator, rec: Recording,
             args: list[VariableTracker]) -> VariableTracker | None:
@@ -251,12 +337,19 @@ def _replay(tx: InstructionTranslator, rec: Recording,
         if not isinstance(tracker, TensorVariable):
             return None
         env[graph_input.node], trackers[graph_input.node] = tracker.node, tracker
+    operands = [env.get(n, n) for n in rec.operands]
+    if any(getattr(n, "_erased", False) for n in operands):
+        return None  # it read a value of a region that became a subgraph since
     known = {g.check for g in tx.guards.guards}
     for guard in rebased:
         if guard.check not in known:
             tx.guards._add(guard)
     present = set(tx.guards._fast)
     tx.guards._fast.extend(f for f in dict.fromkeys(fast) if f not in present)
+    if rec.subgraph is not None:
+        fakes = [_fresh_fake(tx, n.meta["example_value"]) for n in _output_nodes(rec.output)]
+        env.update(_invoke(tx, rec, operands, fakes))
+        return _rebuild(rec.output, env, trackers)
     graph = tx.output.graph
     outputs = set(_output_nodes(rec.output))
     for node in rec.nodes:

@@ -75,10 +75,12 @@ def _fewer_calls(program: Program, check: Check, deadline: float) -> Program:
 
 # -- edits -------------------------------------------------------------------------------------
 def _with_tree(program: Program, tree: ast.Module) -> Program | None:
-    source = ast.unparse(tree) + "\n"
     try:
+        # ast.unparse refuses some edited trees: an f-string's part replaced by a plain
+        # expression (3.11 raises ValueError "Unexpected node inside JoinedStr").
+        source = ast.unparse(tree) + "\n"
         compile(source, "<candidate>", "exec")
-    except SyntaxError:  # e.g. a nonlocal whose binding was deleted
+    except (SyntaxError, ValueError):  # e.g. a nonlocal whose binding was deleted
         return None
     return program.replace(source=source)
 

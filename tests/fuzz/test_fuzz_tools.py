@@ -106,3 +106,19 @@ def test_minimizer_keeps_the_statements_the_difference_needs(monkeypatch):
     body = ast.parse(small.source).body[-1].body
     assert "cos" in small.source and len(body) == 1, small.source
     assert small.calls == (1,)
+
+
+def test_minimizer_skips_edits_that_ast_cannot_unparse():
+    # Replacing an f-string's formatted part by its inner call leaves a tree ast.unparse
+    # refuses (ValueError on 3.11): the candidate is skipped, the minimizer goes on.
+    program = generate(0).replace(source="def f(x):\n    print(f'{str(x)}')\n")
+    tree = ast.parse(program.source)
+    joined = next(node for node in ast.walk(tree) if isinstance(node, ast.JoinedStr))
+    joined.values[0] = joined.values[0].value
+    made = minimizer._with_tree(program, tree)
+    try:
+        ast.unparse(tree)
+    except ValueError:
+        assert made is None
+    else:  # a CPython whose unparse accepts it: the candidate is kept
+        assert made is not None
