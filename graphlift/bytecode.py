@@ -1,9 +1,9 @@
 """The instruction layer: decoding CPython bytecode for the translator, one version at a time.
 
-graphlift supports CPython 3.11, 3.12 and 3.13. Each version's bytecode is decoded into one
-normalized form whose opcode names are 3.11's (the canonical form), so opcode handlers never
-branch on the version: 3.12's ``POP_JUMP_IF_TRUE`` (which only jumps forward) becomes
-``POP_JUMP_FORWARD_IF_TRUE``, ``LOAD_ATTR`` with its method bit becomes
+graphlift supports CPython 3.10 (partly, see below), 3.11, 3.12 and 3.13. Each version's
+bytecode is decoded into one normalized form whose opcode names are 3.11's (the canonical form),
+so opcode handlers never branch on the version: 3.12's ``POP_JUMP_IF_TRUE`` (which only jumps
+forward) becomes ``POP_JUMP_FORWARD_IF_TRUE``, ``LOAD_ATTR`` with its method bit becomes
 ``LOAD_METHOD``, each ``CALL_INTRINSIC_1`` function gets the name of the 3.11 opcode it replaced,
 jumps over ``END_FOR`` / ``END_SEND`` land where the interpreter lands, and 3.13's
 ``LOAD_CONST kwnames; CALL_KW`` pair becomes 3.11's ``KW_NAMES; CALL``. Opcodes new in a
@@ -17,6 +17,19 @@ One difference is in the stack, not in an opcode: where ``CALL`` finds the NULL 
 without ``self``. 3.11 and 3.12 push ``NULL, callable``, 3.13 ``callable, NULL`` (a method is
 ``function, self`` in all three). :func:`call_slots` gives the running version's order to the
 handlers that push a NULL; :func:`call_target` reads either order, so ``CALL`` needs no version.
+
+3.10 (partial: its translation; resume functions and generated code are done elsewhere) decodes
+``BINARY_*``/``INPLACE_*`` to ``BINARY_OP`` with 3.11's argument, ``DUP_TOP``/``ROT_TWO`` to
+``COPY 1``/``SWAP 2``, ``ROT_THREE``/``ROT_FOUR`` to ``ROT_N``, ``JUMP_ABSOLUTE`` and its
+``POP_JUMP_IF_*`` to the directed 3.11 jumps, ``CALL_METHOD`` to ``CALL`` and ``SETUP_WITH`` to
+``BEFORE_WITH``. Its calls without a NULL (``CALL_FUNCTION``, ``CALL_FUNCTION_KW``), its block
+stack (``SETUP_FINALLY``, ``POP_BLOCK``), ``JUMP_IF_NOT_EXC_MATCH``, ``GEN_START``,
+``YIELD_FROM``, ``DUP_TOP_TWO`` and ``COPY_DICT_WITHOUT_KEYS`` keep their names; opcodes whose
+3.11 namesake takes another stack are renamed ``<name>_310`` (``RERAISE``, ``POP_EXCEPT``,
+``WITH_EXCEPT_START``, ``MAKE_FUNCTION``, ``MATCH_KEYS``, ``MATCH_CLASS``). 3.10 has no
+exception table: :func:`exception_table` derives one from a walk of the block stack, and
+:data:`HANDLER_ENTRY` says what a handler finds on the stack (3.10: two exception triples).
+Refused on 3.10: ``SETUP_ASYNC_WITH`` (async code, as on every version).
 """
 
 from __future__ import annotations
@@ -217,11 +230,6 @@ def canonical_names(opname: str, version: tuple[int, int] = VERSION) -> tuple[st
     if opname in _BY_ARGUMENT[version]:
         return _BY_ARGUMENT[version][opname][1]
     return (_RENAMED[version].get(opname, opname),)
-
-
-def added(version: tuple[int, int]) -> frozenset[str]:
-    """The opcodes ``version`` has that keep their own names (no 3.11 counterpart)."""
-    return _ADDED[version]
 
 
 def decoded_elsewhere() -> set[str]:

@@ -160,6 +160,8 @@ class BreakState:
 
 
 _JUMP_IF_FALSE = frozenset({"POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_IF_FALSE"})
+# The first instruction of a handler made of ``except`` clauses (3.11 on; 3.10).
+_EXCEPT_CLAUSES_START = frozenset({"PUSH_EXC_INFO", "COPY"})
 
 
 def _builtin_exception(f_globals: dict, name: str) -> type | None:
@@ -343,6 +345,9 @@ class InstructionTranslator:
             cleanup = bytecode.user_handler(self.code, reraise)
             if cleanup is None:
                 return False
+            if cleanup.restore is not None:  # 3.10: the raise leaves the except block itself
+                entry = cleanup
+                continue
             i = self.index_of_offset[cleanup.target]
             if [inst.opname for inst in self.instructions[i:i + 3]] != \
                     ["COPY", "POP_EXCEPT", "RERAISE"]:
@@ -355,7 +360,10 @@ class InstructionTranslator:
         that ``except`` clauses of builtin Exception subclasses end in; None for any other
         handler (it may run code)."""
         insts, i = self.instructions, self.index_of_offset[target]
-        if insts[i].opname != "PUSH_EXC_INFO":
+        # 3.11 on save the handled exception first; 3.10 copies the raised one's type for
+        # each clause's JUMP_IF_NOT_EXC_MATCH (DUP_TOP, decoded as COPY 1).
+        start = insts[i].opname
+        if start not in _EXCEPT_CLAUSES_START:
             return None
         i += 1
         while True:
@@ -366,12 +374,18 @@ class InstructionTranslator:
             if len(classes) > 1 and insts[i].opname == "BUILD_TUPLE" and \
                     insts[i].arg == len(classes):
                 i += 1
-            if not classes or None in classes or insts[i].opname != "CHECK_EXC_MATCH" or \
-                    insts[i + 1].opname not in _JUMP_IF_FALSE:
+            if not classes or None in classes:
                 return None
-            i = self.index_of_offset[insts[i + 1].argval]  # the clause did not match
-            if insts[i].opname == "RERAISE":
+            if insts[i].opname == "CHECK_EXC_MATCH" and insts[i + 1].opname in _JUMP_IF_FALSE:
+                i = self.index_of_offset[insts[i + 1].argval]  # the clause did not match
+            elif insts[i].opname == "JUMP_IF_NOT_EXC_MATCH":
+                i = self.index_of_offset[insts[i].argval]
+            else:
+                return None
+            if insts[i].opname in ("RERAISE", "RERAISE_310"):
                 return insts[i].offset
+            if start == "COPY" and insts[i].opname == "COPY":
+                i += 1  # 3.10: the next clause's own copy
 
     def _end_yield_from(self) -> None:
         """Leave the ``yield from`` loop as SEND does when its delegate ends: the delegate is

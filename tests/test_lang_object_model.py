@@ -3127,7 +3127,7 @@ _TRACED_BY_TORCH_COMPILE = (
 TORCH_COMPILE_DIFFERS.update({
     name: f"traces it; graphlift falls back ({FAMILY_FALLBACKS[name]})"
     for name in _TRACED_BY_TORCH_COMPILE})
-if sys.version_info < (3, 11):
+if sys.version_info[:2] == (3, 10):
     TORCH_COMPILE_DIFFERS["dunder_names"] = \
         "wrong on 3.10: a nested function's __qualname__ is its code's co_name ('inner')"
 if sys.version_info >= (3, 12):
