@@ -2,10 +2,13 @@
 
 PYTHON ?= python3.11
 # One virtual environment per CPython minor version: .venv for 3.11 (torch's CPU wheel on this
-# machine's disk), .venv312 and .venv313 for 3.12 and 3.13 (torch's CUDA build from the
+# machine's disk), .venv310, .venv312 and .venv313 for the others (torch's CUDA build from the
 # registry, which runs on the CPU). e.g. make test PYTHON=$(pyenv prefix 3.13.0)/bin/python
 PYVER := $(shell $(PYTHON) -c 'import sys; print("%d%d" % sys.version_info[:2])')
 VENV := $(if $(filter 311,$(PYVER)),.venv,.venv$(PYVER))
+# 3.10 is partial (README: Python versions): requires-python leaves it out of releases, and its
+# development venv installs anyway.
+PIP_FLAGS := $(if $(filter 310,$(PYVER)),--ignore-requires-python)
 ifeq ($(PYVER),)
 $(error $(PYTHON) does not run; with pyenv: make test PYTHON=$$(pyenv prefix 3.12.1)/bin/python)
 endif
@@ -26,7 +29,7 @@ venv: $(VENV)/.installed
 # -c constraints.txt pins torch to the local CPU wheel.
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -c constraints.txt -e '.[test]'
+	$(BIN)/python -m pip install $(PIP_FLAGS) -c constraints.txt -e '.[test]'
 	touch $@
 
 demo: venv
@@ -36,7 +39,7 @@ test: venv
 	$(BIN)/python -m pytest -q tests
 	$(BIN)/ruff check $(LINT_PATHS)
 
-# The suite on every CPython that has a virtual environment here (.venv, .venv312, .venv313).
+# The suite on every CPython that has a virtual environment here (.venv, .venv310, .venv312...).
 # CI (.ci/run) runs the versions whose whole suite passes (README: Python versions).
 test-all:
 	@set -e; for venv in $(wildcard .venv .venv3*); do \

@@ -615,11 +615,46 @@ def at_line(code: types.CodeType, filename: str, name: str, line: int) -> types.
     Generated code that runs on behalf of a user's frame gets the user's location, so that a
     traceback through it shows the user's line (and Python folds a recursion's repeated lines).
     """
-    table = bytearray()
     units = len(code.co_code) // 2
-    while units:
-        chunk = min(units, 8)
-        table += bytes((0x80 | _NO_COLUMNS << 3 | (chunk - 1), 0))  # delta 0: the first line
-        units -= chunk
+    if VERSION == (3, 10):
+        table = line_table_310([line] * units, line)
+    else:
+        table = bytearray()
+        while units:
+            chunk = min(units, 8)
+            table += bytes((0x80 | _NO_COLUMNS << 3 | (chunk - 1), 0))  # delta 0: the first line
+            units -= chunk
     return code.replace(co_filename=filename, co_name=name, co_firstlineno=line,
                         co_linetable=bytes(table))
+
+
+# 3.10's line table (Objects/lnotab_notes.txt of 3.10): pairs of (bytes covered, at most 254;
+# signed line delta from the last line, -128 for "no line", which keeps the last line).
+_NO_LINE_310, _MAX_BYTES_310, _MAX_DELTA_310 = -128, 254, 127
+
+
+def line_table_310(lines: list[int | None], first_line: int) -> bytes:
+    """A 3.10 ``co_linetable`` placing each code unit at its line in ``lines`` (None: none).
+
+    A line delta beyond a signed byte goes first in pairs that cover no bytes.
+    """
+    out = bytearray()
+    last, i = first_line, 0
+    while i < len(lines):
+        run = 1
+        while i + run < len(lines) and lines[i + run] == lines[i]:
+            run += 1
+        size, delta = 2 * run, _NO_LINE_310 if lines[i] is None else lines[i] - last
+        while delta != _NO_LINE_310 and abs(delta) > _MAX_DELTA_310:
+            step = _MAX_DELTA_310 if delta > 0 else -_MAX_DELTA_310
+            out += bytes((0, step & 0xFF))
+            delta -= step
+        while size:
+            chunk = min(size, _MAX_BYTES_310)
+            out += bytes((chunk, delta & 0xFF))
+            size -= chunk
+            delta = delta if delta == _NO_LINE_310 else 0  # the rest: the same line
+        if lines[i] is not None:
+            last = lines[i]
+        i += run
+    return bytes(out)

@@ -373,6 +373,8 @@ class BreakTail:
             return self._call()
         if opname == "CALL_FUNCTION_EX":
             return self._call_ex()
+        if opname in ("CALL_FUNCTION", "CALL_FUNCTION_KW"):
+            return self._call_function()
         return self._branch()
 
     def _call(self) -> list[str]:
@@ -385,6 +387,16 @@ class BreakTail:
         kwargs = dict(zip(names, args[len(args) - len(names):])) if names else {}
         args = args[:len(args) - len(names)]
         call = self.codegen.eager_call(fn, args, kwargs, self.options)
+        return self._guarded_call(call, below)
+
+    def _call_function(self) -> list[str]:
+        """3.10's CALL_FUNCTION(_KW): the callable below its arguments, no NULL; _KW's keyword
+        names are a tuple on top."""
+        inst, stack = self.break_state.inst, list(self.break_state.stack)
+        names = tuple(stack.pop().as_constant()) if inst.opname == "CALL_FUNCTION_KW" else ()
+        below, fn, args = stack[:-inst.arg - 1], stack[-inst.arg - 1], stack[len(stack) - inst.arg:]
+        kwargs = dict(zip(names, args[len(args) - len(names):]))
+        call = self.codegen.eager_call(fn, args[:len(args) - len(names)], kwargs, self.options)
         return self._guarded_call(call, below)
 
     def _call_ex(self) -> list[str]:

@@ -36,6 +36,7 @@ compiled and put at the head, unless a recompile limit says the frame should run
 from __future__ import annotations
 
 import builtins
+import ctypes
 import functools
 import os
 import sys
@@ -484,6 +485,7 @@ def trim_traceback(error: BaseException) -> None:
     if verbose or _is_graphlifts_own_bug(error):
         return
     error.__traceback__ = _trimmed(error.__traceback__, getattr(error, _GL_TRIMMED, None))
+    _RERAISED_TRACEBACK[sys.version_info[:2]](error)
     try:
         setattr(error, _GL_TRIMMED, error.__traceback__)
     except AttributeError:  # an exception class with __slots__: walk it all next time
@@ -494,6 +496,22 @@ def trim_traceback(error: BaseException) -> None:
         seen.add(id(chained))
         chained.__traceback__ = _trimmed(chained.__traceback__, None)
         chained = chained.__cause__ or chained.__context__
+
+
+def _handled_traceback_310(error: BaseException) -> None:
+    """3.10's bare ``raise`` re-raises the traceback its except block caught (the thread's
+    handled-exception triple), not ``error.__traceback__``: the trimmed one goes there too."""
+    triple = (type(error), error, error.__traceback__)
+    for item in triple:  # PyErr_SetExcInfo steals the three references
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(item))
+    ctypes.pythonapi.PyErr_SetExcInfo(*map(ctypes.py_object, triple))
+
+
+# What a bare ``raise`` re-raises besides the exception itself, per version (see trim_traceback).
+_RERAISED_TRACEBACK: dict[tuple[int, int], Callable[[BaseException], None]] = {
+    (3, 10): _handled_traceback_310,
+    **dict.fromkeys(((3, 11), (3, 12), (3, 13)), lambda error: None),  # the exception's own
+}
 
 
 def _is_graphlifts_own_bug(error: BaseException) -> bool:

@@ -637,7 +637,8 @@ def _code_text(code: types.CodeType) -> str:
                  code.co_code.hex(), consts, code.co_names,
                  code.co_varnames, code.co_freevars, code.co_cellvars,
                  code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount,
-                 code.co_flags, code.co_exceptiontable.hex(), code.co_linetable.hex()))
+                 code.co_flags, getattr(code, "co_exceptiontable", b"").hex(),  # none in 3.10
+                 code.co_linetable.hex()))
 
 
 @functools.cache
