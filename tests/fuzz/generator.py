@@ -662,7 +662,7 @@ class _Builder:
                 return None
             lists = [n for n in self.vars_of("tlist", shape) if self.scope[n].size >= 1]
             if lists and self.chance(0.3):
-                return f"{name}(*{self.pick(lists)}, weight={self.float_expr()})"
+                return shape, f"{name}(*{self.pick(lists)}, weight={self.float_expr()})"
             args = ", ".join(self.tensor(shape, 1) for _ in range(self.rng.randint(1, 3)))
             opts = self.pick(["", ", relu=True", f", shift={self.float_expr()}",
                               f", weight={self.float_expr()}, relu={self.bool_expr()}",

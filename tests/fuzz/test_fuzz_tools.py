@@ -22,6 +22,13 @@ def test_generation_is_seeded_and_valid():
     assert len(set(first.variants)) == len(first.variants), "every variant has its own seed"
 
 
+def test_a_helper_called_with_a_starred_list_keeps_its_shape():
+    # Seed 304237 once crashed the generator: the starred-list call of a variadic helper
+    # returned its source without the shape, so the source's first letter became a "shape".
+    for seed in (304237, *range(304200, 304230)):
+        ast.parse(generate(seed).source)
+
+
 def test_programs_define_their_entry_and_build_their_arguments():
     for seed in range(20):
         program = generate(seed)
