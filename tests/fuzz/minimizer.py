@@ -77,10 +77,11 @@ def _fewer_calls(program: Program, check: Check, deadline: float) -> Program:
 def _with_tree(program: Program, tree: ast.Module) -> Program | None:
     try:
         # ast.unparse refuses some edited trees: an f-string's part replaced by a plain
-        # expression (3.11 raises ValueError "Unexpected node inside JoinedStr").
+        # expression (3.11 raises ValueError "Unexpected node inside JoinedStr", 3.10
+        # AttributeError "no attribute '_fstring_Call'").
         source = ast.unparse(tree) + "\n"
         compile(source, "<candidate>", "exec")
-    except (SyntaxError, ValueError):  # e.g. a nonlocal whose binding was deleted
+    except (SyntaxError, ValueError, AttributeError):  # or a nonlocal whose binding was deleted
         return None
     return program.replace(source=source)
 
