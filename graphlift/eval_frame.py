@@ -43,7 +43,6 @@ import sys
 import threading
 import time
 import types
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -655,7 +654,7 @@ def _compile_entry(fn: types.FunctionType, state: ExtraState, options: CompileOp
     if entry.internal_error is not None:
         _report_internal_error(fn, state, entry)
     state.push_front(entry)
-    _forget_with_modules(state, entry)
+    persist.forget_with_modules(state, entry)
     persist.save(fn, state, entry)
     return entry
 
@@ -688,20 +687,6 @@ def _report_internal_error(fn: types.FunctionType, state: ExtraState,
         logs.warn(f"graphlift failed internally while compiling {fn.__qualname__!r} "
                   f"({state.location}); it runs eagerly instead.\n"
                   f"{entry.internal_error}{REPORT_HINT}")
-
-
-def _forget_with_modules(state: ExtraState, entry: CacheEntry) -> None:
-    """Drop the entry when a module it pinned dies: the entry holds that module's parameters."""
-    for _, module_ref in entry.compiled_guards.module_roots:
-        module = module_ref()
-        if module is not None:
-            weakref.finalize(module, _drop_entry, weakref.ref(state), weakref.ref(entry))
-
-
-def _drop_entry(state_ref: weakref.ref, entry_ref: weakref.ref) -> None:
-    state, entry = state_ref(), entry_ref()
-    if state is not None and entry is not None:
-        state.remove(entry)
 
 
 def _entries_counted(fn: types.FunctionType, state: ExtraState, args: tuple) -> int:
