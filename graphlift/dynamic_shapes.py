@@ -267,13 +267,12 @@ class ShapePolicy:
         if type(value) is float and not (self.dynamic_floats and math.isfinite(value)):
             return False  # the ShapeEnv cannot reason about nan and inf: always a constant
         changed = self.memory.merge_scalar(source, value)
+        self.seen.scalars[source] = value
         if type(value) is float and value == 0.0:
             # Its sympy has no signed zero either: a symbol specialized at 0.0 (by str(),
             # format, math.copysign) would let -0.0 through its guard with 0.0's answer. A
             # zero stays a constant, guarded with its sign; the change is still remembered.
-            self.seen.scalars[source] = value
             return False
-        self.seen.scalars[source] = value
         if self.dynamic is None:
             return changed
         return self.dynamic
