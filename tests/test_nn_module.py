@@ -456,3 +456,50 @@ def test_a_user_module_that_adds_only_methods_is_made_in_the_frame(capsys):
     explained = graphlift.explain(g)(x)
     assert explained.graph_break_count >= 1  # its __init__ is the user's: a break, run eagerly
     assert "made" in capsys.readouterr().out
+
+
+class _Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x, scale=1.0):
+        return self.lin(x) * scale
+
+
+class _CheckpointingBlock(_Block):
+    """transformers' GradientCheckpointingLayer: its own ``__call__`` ends in the module's."""
+
+    def __call__(self, *args, **kwargs):
+        self.seen = len(args) + len(kwargs)
+        return super().__call__(*args, **kwargs)
+
+
+class _Stack(nn.Module):
+    def __init__(self, block):
+        super().__init__()
+        self.layer = nn.ModuleList([block() for _ in range(2)])
+
+    def forward(self, x, **kwargs):
+        for i, layer in enumerate(self.layer):
+            x = layer(x, **kwargs) + i
+        return x
+
+
+def test_a_module_with_its_own_call_is_inlined_down_to_its_forward():
+    stack = _Stack(_CheckpointingBlock)
+    stack.layer[1].register_forward_hook(lambda mod, args, out: out * 2)
+    x = torch.randn(3, 4)
+    expected = stack(x, scale=0.5)
+    for layer in stack.layer:
+        del layer.seen
+    ours = CompileCounter()
+    compiled = graphlift.compile(stack, backend=ours)
+    same(compiled(x, scale=0.5), expected)
+    assert [layer.seen for layer in stack.layer] == [2, 2]  # the stores replayed
+    torch._dynamo.reset()
+    theirs = torch._dynamo.testing.CompileCounter()
+    torch.compile(stack, backend=theirs)(x, scale=0.5)
+    torch._dynamo.reset()
+    assert ours.frame_count == theirs.frame_count == 1
+    assert graphlift.stats(compiled).graph_breaks == 0

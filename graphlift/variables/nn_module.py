@@ -406,11 +406,21 @@ class NNModuleVariable(UserObjectVariable):
     # -- calls ---------------------------------------------------------------------------------
     def call(self, tx: InstructionTranslator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        """What ``Module._call_impl`` does: pre-hooks, forward (inlined), hooks."""
-        module = self.module
-        call = lookup_class_attr(type(module), "__call__")
+        """``module(*args)``: the class's own ``__call__`` inlined, else :meth:`call_impl`."""
+        call = lookup_class_attr(type(self.module), "__call__")
         if call is not nn.Module.__call__:
-            return super().call(tx, args, kwargs)  # a class with its own __call__
+            # A class with its own __call__ (transformers' GradientCheckpointingLayer) is
+            # inlined; its ``super().__call__(...)`` comes back here through NATIVE_METHODS.
+            if not isinstance(call, types.FunctionType):
+                raise Unsupported(f"calling {self.describe()}, whose __call__ is a "
+                                  f"{type(call).__name__}", break_type="unsupported_call")
+            return self.var_getattr(tx, "__call__").call(tx, args, kwargs)
+        return self.call_impl(tx, args, kwargs)
+
+    def call_impl(self, tx: InstructionTranslator, args: list[VariableTracker],
+                  kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        """``Module._call_impl``: pre-hooks, forward (inlined), hooks."""
+        module = self.module
         if module._backward_hooks or module._backward_pre_hooks or _has_global_hooks():
             raise Unsupported(f"{self.describe()} has backward hooks or there are global module "
                               "hooks; graphlift traces forward hooks only",
@@ -518,8 +528,9 @@ def _named(method: str, with_names: bool) -> Callable:
 
 
 def _module_call(tx, self: NNModuleVariable, args, kwargs) -> VariableTracker:
-    """``self._call_impl(*args)``: what calling the module does (hooks, then forward)."""
-    return self.call(tx, args, kwargs)
+    """``self._call_impl(*args)`` and ``nn.Module.__call__(self, *args)`` (which a class's own
+    ``__call__`` reaches through ``super()``): hooks, then forward."""
+    return self.call_impl(tx, args, kwargs)
 
 
 def _children(tx, self: NNModuleVariable, args, kwargs) -> VariableTracker:
