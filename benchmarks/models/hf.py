@@ -6,6 +6,7 @@ attention implementation, which is plain torch code.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -200,13 +201,25 @@ def _inputs(family: Family, mode: str, model: torch.nn.Module) -> dict:
     if mode == "decode":
         with torch.no_grad():
             prefill = model(input_ids=ids, use_cache=True)
-        return {"input_ids": ids[:, -1:], "cache": prefill.cache, "use_cache": True}
+        name = _cache_name(model)
+        return {"input_ids": ids[:, -1:], name: getattr(prefill, name), "use_cache": True}
     return {"input_ids": ids}
+
+
+# What a decoder's cache is called, as argument and output field: transformers 5.24 (the newest
+# for 3.11-3.13) says ``cache``; 5.20 (the newest for 3.10) ``past_key_values``, or
+# ``cache_params`` for state-space models.
+CACHE_NAMES = ("cache", "past_key_values", "cache_params")
+
+
+def _cache_name(model: torch.nn.Module) -> str:
+    parameters = inspect.signature(model.forward).parameters
+    return next(name for name in CACHE_NAMES if name in parameters)
 
 
 def fresh_inputs(inputs: dict) -> dict:
     """A copy of ``inputs`` whose cache (a decode step's input) is a copy of its own."""
     import copy
 
-    return {k: copy.deepcopy(v) if k == "cache" else v
+    return {k: copy.deepcopy(v) if k in CACHE_NAMES else v
             for k, v in inputs.items()}
