@@ -6,9 +6,6 @@ PYTHON ?= python3.11
 # registry, which runs on the CPU). e.g. make test PYTHON=$(pyenv prefix 3.13.0)/bin/python
 PYVER := $(shell $(PYTHON) -c 'import sys; print("%d%d" % sys.version_info[:2])')
 VENV := $(if $(filter 311,$(PYVER)),.venv,.venv$(PYVER))
-# 3.10 is partial (README: Python versions): requires-python leaves it out of releases, and its
-# development venv installs anyway.
-PIP_FLAGS := $(if $(filter 310,$(PYVER)),--ignore-requires-python)
 ifeq ($(PYVER),)
 $(error $(PYTHON) does not run; with pyenv: make test PYTHON=$$(pyenv prefix 3.12.1)/bin/python)
 endif
@@ -29,7 +26,7 @@ venv: $(VENV)/.installed
 # -c constraints.txt pins torch to the local CPU wheel.
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install $(PIP_FLAGS) -c constraints.txt -e '.[test]'
+	$(BIN)/python -m pip install -c constraints.txt -e '.[test]'
 	touch $@
 
 demo: venv
