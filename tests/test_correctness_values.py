@@ -552,6 +552,54 @@ def test_item12_changed_program_is_not_served_a_stale_entry(fn, args, change):
     assert graphs == (2, 1 if fn is read_caught else 2), f"graphs (graphlift, tc): {graphs}"
 
 
+# -- item 12 for tensors: an attribute the program set on an input tensor ----------------------
+def tensor_attr_read(x):
+    return x * x.scale
+
+
+def tensor_attr_with_default(x):
+    return x * getattr(x, "scale", 1.0)
+
+
+def tensor_attr_hasattr(x):
+    return x * 3 if hasattr(x, "scale") else x - 1
+
+
+def tensor_attr_caught(x):
+    try:
+        scale = x.scale
+    except AttributeError:
+        scale = 0.5
+    return x * scale
+
+
+def _tensor_with(scale: float | None) -> tuple:
+    x = t(2)
+    if scale is not None:
+        x.scale = scale
+    return (x,)
+
+
+@pytest.mark.parametrize("fn", [tensor_attr_read, tensor_attr_with_default, tensor_attr_hasattr,
+                                tensor_attr_caught])
+def test_item12_an_attribute_set_on_an_input_tensor_is_read_and_guarded(fn):
+    # Was: any name torch.Tensor lacks raised AttributeError while tracing, so the default,
+    # the False branch or the except clause was compiled in (x * 1.0 where eager gave x * 2.0).
+    counter = CompileCounter()
+    compiled = graphlift.compile(fn, backend=counter)
+    states = (2.0, 2.0, None, 2.0) if fn is not tensor_attr_read else (2.0, 2.0)
+    for scale in states:
+        assert_same_run(run(fn, _tensor_with(scale)), run(compiled, _tensor_with(scale)))
+    assert graphlift.stats(compiled).graph_breaks == 0
+    torch._dynamo.reset()
+    theirs = torch._dynamo.testing.CompileCounter()
+    reference = torch.compile(fn, backend=theirs)
+    for scale in states:
+        reference(*_tensor_with(scale))
+    torch._dynamo.reset()
+    assert counter.frame_count == theirs.frame_count
+
+
 # == item 7: a function passed to the call run eagerly at a break is the program's own ===========
 def plus_one(x):
     return x + 1

@@ -148,8 +148,8 @@ def _getattr(tx, args, kwargs):
 
 def _hasattr(tx, args, kwargs):
     obj, name = args[0], args[1].as_constant()
-    if isinstance(obj, TensorVariable):
-        return ConstantVariable(hasattr(torch.Tensor, name) or name in ("shape", "dtype"))
+    if isinstance(obj, TensorVariable) and hasattr(torch.Tensor, name):
+        return ConstantVariable(True)  # other names: the tensor's instance dict, guarded
     if obj.is_constant():
         return ConstantVariable(hasattr(obj.as_constant(), name))
     try:

@@ -28,6 +28,7 @@ from graphlift import trace_rules
 from graphlift.config import config
 from graphlift.exc import Unsupported
 from graphlift.output_graph import storage_ref
+from graphlift.sources import AttrSource
 from graphlift.variables.base import VariableTracker, raise_real
 from graphlift.variables.constant import ConstantVariable, is_constant_value, wrap_constant
 from graphlift.variables.containers import (
@@ -123,8 +124,28 @@ class TensorVariable(VariableTracker):
         if callable(getattr(torch.Tensor, name, None)):
             return TensorMethodVariable(self, name)
         if not hasattr(torch.Tensor, name):
-            raise raise_real(AttributeError(f"'Tensor' object has no attribute {name!r}"))
+            return self._instance_attr(tx, name)
         raise Unsupported(f"tensor attribute {name!r} is not supported while tracing")
+
+    def _instance_attr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        """An attribute the program set on a tensor (``x.scale = 2.0``): an input's is read from
+        its instance dict and guarded like any attribute, its absence guarded as absent (so
+        ``getattr(x, "scale", 1.0)`` and ``hasattr`` see a later call's tensor). A tensor made
+        by the graph has none: ops and views return tensors with an empty ``__dict__``, and an
+        attribute store on a tensor is a graph break."""
+        missing = AttributeError(f"'Tensor' object has no attribute {name!r}")
+        if self.source is None:
+            raise raise_real(missing)
+        real = next((graph_input.example for graph_input in tx.output.inputs
+                     if graph_input.node is self.node), None)
+        if not isinstance(real, torch.Tensor):
+            raise Unsupported(f"attribute {name!r} of the tensor {self.source.name()}, whose "
+                              "value is not a graph input here")
+        instance_dict = real.__dict__
+        if name in instance_dict:
+            return tx.builder.wrap(instance_dict[name], AttrSource(self.source, name))
+        tx.guards.attr_absent(self.source, name)
+        raise raise_real(missing)
 
     def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
         if self.fake.dim() == 0:
