@@ -658,3 +658,12 @@ def line_table_310(lines: list[int | None], first_line: int) -> bytes:
             last = lines[i]
         i += run
     return bytes(out)
+
+
+def unit_lines(code: types.CodeType) -> list[int | None]:
+    """The line of each code unit (None: none), from ``co_lines`` (every version)."""
+    lines: list[int | None] = [None] * (len(code.co_code) // 2)
+    for start, end, line in code.co_lines():
+        for offset in range(start, end, 2):
+            lines[offset // 2] = line
+    return lines

@@ -65,14 +65,14 @@ import functools
 import types
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from graphlift import bytecode, cache, logs, trace_rules
 from graphlift.codegen import FrameWrappers
-from graphlift.resume import encode_exception_table
+from graphlift.resume import WITHOUT_NULL_310, encode_exception_table
 
 ROUTES_ATTR = "_graphlift_routes"  # on a user function: {options: what route() returns,
 #                                    (options, "eager"): its routed eager function}
@@ -100,11 +100,55 @@ def _cache_counts() -> list[int]:
 
 
 _CACHES = _cache_counts()
-_JUMPS = frozenset(op for op in dis.hasjrel if op < 256)  # pseudo-ops (3.12 on) excluded
+_ABSOLUTE = frozenset(op for op in dis.hasjabs if op < 256)  # 3.10's: to the argument's unit
+_JUMPS = frozenset(op for op in dis.hasjrel if op < 256) | _ABSOLUTE  # no pseudo-ops (3.12 on)
 _BACKWARD = frozenset(op for op in _JUMPS if "BACKWARD" in dis.opname[op])
 _NO_FALLTHROUGH = frozenset(_OP[name] for name in (
     "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "RETURN_VALUE",
     "RETURN_CONST", "RAISE_VARARGS", "RERAISE") if name in _OP)
+
+
+def _swap(depth: int) -> list[tuple[str, int]]:
+    """3.11 on: the slot ``depth`` down and the top trade places (both ways)."""
+    return [("SWAP", depth)] if depth > 1 else []
+
+
+_ROTATIONS_310 = {2: "ROT_TWO", 3: "ROT_THREE", 4: "ROT_FOUR"}  # deeper: ROT_N depth
+
+
+def _rotation_310(depth: int) -> tuple[str, int]:
+    """3.10: the top down to ``depth``, the slots above it one up (3.10 has no SWAP)."""
+    name = _ROTATIONS_310.get(depth)
+    return (name, 0) if name is not None else ("ROT_N", depth)
+
+
+def _fetch_310(depth: int) -> list[tuple[str, int]]:
+    """3.10: the slot ``depth`` down to the top, the ones above it in their order below it."""
+    return [_rotation_310(depth)] * (depth - 1)
+
+
+def _put_back_310(depth: int) -> list[tuple[str, int]]:
+    return [_rotation_310(depth)] if depth > 1 else []
+
+
+def _code_positions(code: types.CodeType) -> list[tuple]:
+    """3.11 on: (line, end line, column, end column) per code unit."""
+    return list(code.co_positions())
+
+
+def _tables_311(code: types.CodeType, unit_positions: list,
+                new_offset: dict[int, int]) -> dict[str, bytes]:
+    """3.11 on: the exception table for the new offsets, the location table."""
+    table = [(new_offset[e.start], new_offset[e.end], new_offset[e.target], e.depth, e.lasti)
+             for e in bytecode.exception_table(code)]
+    return {"co_exceptiontable": encode_exception_table(table),
+            "co_linetable": encode_positions(unit_positions, code.co_firstlineno)}
+
+
+def _tables_310(code: types.CodeType, unit_lines: list,
+                new_offset: dict[int, int]) -> dict[str, bytes]:
+    """3.10: the line table only (its blocks are SETUP_* jumps, retargeted with the others)."""
+    return {"co_linetable": bytecode.line_table_310(unit_lines, code.co_firstlineno)}
 
 
 @dataclass(frozen=True)
@@ -117,6 +161,18 @@ class CallLayout:
     precall: bool  # 3.11: PRECALL n pops the arguments, CALL n the two slots below them
     null_above: bool  # 3.13: ``callable, NULL`` (bytecode.NULL_ABOVE_CALLABLE); else NULL below
     kw_call: str | None  # 3.13's CALL_KW: the keyword names on the stack; None: KW_NAMES
+    route_call: tuple[tuple[str, int], ...]  # ``route, callable`` -> ``route(callable)``
+    # The stack ops that bring the callable ``depth`` slots down to the top, and put it back.
+    fetch: Callable[[int], list[tuple[str, int]]] = _swap
+    put_back: Callable[[int], list[tuple[str, int]]] = _swap
+    # 3.10: no NULL marks a call. Every call of these opcodes is routed (the function of its
+    # argument says how deep its callable sits, 1: the top) but for the compiler's own calls:
+    # the rows of ``compiler_calls``, opnames ending with the call's.
+    call_depths: dict[str, Callable[[int], int]] | None = None
+    compiler_calls: tuple[tuple[str, ...], ...] = ()
+    renamed: dict[str, str] = field(default_factory=dict)  # opcodes copied as another opcode
+    positions: Callable[[types.CodeType], list] = _code_positions  # a position per code unit
+    tables: Callable[[types.CodeType, list, dict[int, int]], dict[str, bytes]] = _tables_311
 
 
 def _method_bit(attr_op: str) -> Callable[[int], tuple[str, int] | None]:
@@ -127,14 +183,37 @@ def _method_bit(attr_op: str) -> Callable[[int], tuple[str, int] | None]:
 _BIT_METHOD_LOADS = {"LOAD_ATTR": _method_bit("LOAD_ATTR"),
                      "LOAD_SUPER_ATTR": _method_bit("LOAD_SUPER_ATTR")}
 
+# 3.10's calls: how deep the callable sits below what the call pops.
+_CALL_DEPTHS_310: dict[str, Callable[[int], int]] = {
+    "CALL_FUNCTION": lambda count: count + 1,  # below its arguments
+    "CALL_FUNCTION_KW": lambda count: count + 2,  # below them and the tuple of keyword names
+    "CALL_FUNCTION_EX": lambda flags: 2 + (flags & 1),  # below the tuple (and the dict)
+}
+# 3.10's calls that the compiler makes (3.11 on: their self slot holds an object), by the
+# opnames that end with them; not routed, as on 3.11.
+_COMPILER_CALLS_310 = (
+    ("LOAD_CONST", "DUP_TOP", "DUP_TOP", "CALL_FUNCTION"),  # a with block's __exit__(None x 3)
+    ("GET_ITER", "CALL_FUNCTION"),  # a comprehension's function (its code: a routed copy)
+    ("GET_AITER", "CALL_FUNCTION"),  # an async comprehension's
+)
+
 # Per version: its calls' layout, or why its calls are not rewritten (routed_code then raises
 # NotRoutable: the frame runs its original code, logged, its callees uncompiled).
 LAYOUTS: dict[tuple[int, int], CallLayout | str] = {
-    (3, 10): "3.10's calls (CALL_FUNCTION, CALL_METHOD) have no NULL slot to route",
+    # LOAD_METHOD / CALL_METHOD copied as LOAD_ATTR / CALL_FUNCTION (no NULL), every call
+    # routed by the depth its opcode gives, ROT_* for 3.10's missing SWAP, 3.10's line table.
+    (3, 10): CallLayout({}, precall=False, null_above=False, kw_call=None,
+                        route_call=(("ROT_TWO", 0), ("CALL_FUNCTION", 1)), fetch=_fetch_310,
+                        put_back=_put_back_310, call_depths=_CALL_DEPTHS_310,
+                        compiler_calls=_COMPILER_CALLS_310, renamed=WITHOUT_NULL_310,
+                        positions=bytecode.unit_lines, tables=_tables_310),
     (3, 11): CallLayout({"LOAD_METHOD": lambda arg: ("LOAD_ATTR", arg)}, precall=True,
-                        null_above=False, kw_call=None),
-    (3, 12): CallLayout(_BIT_METHOD_LOADS, precall=False, null_above=False, kw_call=None),
-    (3, 13): CallLayout(_BIT_METHOD_LOADS, precall=False, null_above=True, kw_call="CALL_KW"),
+                        null_above=False, kw_call=None,
+                        route_call=(("SWAP", 2), ("PRECALL", 0), ("CALL", 0))),
+    (3, 12): CallLayout(_BIT_METHOD_LOADS, precall=False, null_above=False, kw_call=None,
+                        route_call=(("SWAP", 2), ("CALL", 0))),
+    (3, 13): CallLayout(_BIT_METHOD_LOADS, precall=False, null_above=True, kw_call="CALL_KW",
+                        route_call=(("SWAP", 2), ("CALL", 0))),
 }
 # The versions with a rewrite (tests/test_model_zoo.py reads this).
 _METHOD_LOADS = {version: layout.method_loads for version, layout in LAYOUTS.items()
@@ -174,14 +253,15 @@ def routed_code(code: types.CodeType, route: Callable) -> types.CodeType:
     """A copy of ``code`` whose calls with a NULL self slot call ``route(callable)`` first."""
     layout = _layout(bytecode.VERSION)
     originals = _parse(code)
-    states = _slot_states(code, originals, layout)
+    # 3.10's calls need no pass over the stack: their opcode says where the callable is.
+    states = _slot_states(code, originals, layout) if layout.call_depths is None else {}
     route_index = len(code.co_consts)
     consts = list(code.co_consts) + [route]
     for i, const in enumerate(consts[:route_index]):
         if isinstance(const, types.CodeType) and const.co_name in _COMPREHENSIONS:
             consts[i] = routed_code(const, route)
     emitted = _rewrite(code, originals, states, route_index, layout)
-    return _assemble(code, originals, emitted, tuple(consts))
+    return _assemble(code, originals, emitted, tuple(consts), layout)
 
 
 def _parse(code: types.CodeType) -> list[tuple[int, int, int, int]]:
@@ -207,6 +287,8 @@ def _next_offset(op_offset: int, op: int) -> int:
 
 
 def _jump_target(op: int, arg: int, op_offset: int) -> int:
+    if op in _ABSOLUTE:
+        return 2 * arg
     after = _next_offset(op_offset, op)
     return after - 2 * arg if op in _BACKWARD else after + 2 * arg
 
@@ -287,14 +369,16 @@ def _after(op: int, arg: int, stack: tuple[str, ...], layout: CallLayout,
 def _rewrite(code: types.CodeType, originals: list, states: dict, route_index: int,
              layout: CallLayout) -> list[list[_Ins]]:
     """The new instructions standing for each original one (jump targets: original indexes)."""
-    positions = list(code.co_positions())
+    positions = layout.positions(code)
     index_of = {}
     for i, (start, _, _, op_offset) in enumerate(originals):
         index_of[start] = index_of[op_offset] = i
+    names = [dis.opname[op] for _, op, _, _ in originals]
     emitted: list[list[_Ins]] = []
     for i, (_, op, arg, op_offset) in enumerate(originals):
         position = positions[op_offset // 2]
-        name = dis.opname[op]
+        name = layout.renamed.get(names[i], names[i])
+        op = _OP[name]
         target = index_of[_jump_target(op, arg, op_offset)] if op in _JUMPS else None
         plain = [_Ins(op, arg, position, target)]
         method_load = layout.method_loads.get(name)
@@ -305,7 +389,8 @@ def _rewrite(code: types.CodeType, originals: list, states: dict, route_index: i
             below = [] if layout.null_above else [_Ins(_OP["SWAP"], 2, position)]
             plain = [_Ins(_OP[attr_op], attr_arg, position),
                      _Ins(_OP["PUSH_NULL"], 0, position), *below]
-        depth = _routed_depth(name, arg, states.get(i), layout)
+        depth = _routed_depth(name, arg, states.get(i), layout) if layout.call_depths is None \
+            else _depth_by_opcode(name, arg, names[:i + 1], layout)
         if depth is not None:
             routing = _route_sequence(depth, route_index, position, layout)
             if i > 0 and dis.opname[originals[i - 1][1]] == "KW_NAMES":
@@ -338,21 +423,29 @@ def _routed_depth(name: str, arg: int, stack: tuple[str, ...] | None,
     return depth if len(stack) >= above + 2 and stack[null_slot] == NULL else None
 
 
+def _depth_by_opcode(name: str, arg: int, names: list[str], layout: CallLayout) -> int | None:
+    """3.10: how deep the callable of a routed call sits, or None: not a call, or one of the
+    compiler's own (the opnames up to it, ``names``, end with a row of compiler_calls)."""
+    depth = layout.call_depths.get(name)
+    if depth is None or any(tuple(names[-len(row):]) == row for row in layout.compiler_calls):
+        return None
+    return depth(arg)
+
+
 def _route_sequence(depth: int, route_index: int, position: tuple,
                     layout: CallLayout) -> list[_Ins]:
-    """Replace the callable ``depth`` slots down by ``route(callable)``: ``route, callable``
-    is a call with a self slot in every layout, so ``CALL 0`` calls ``route(callable)``."""
-    swap = [_Ins(_OP["SWAP"], depth, position)] if depth > 1 else []
-    call = ([_Ins(_OP["PRECALL"], 0, position)] if layout.precall else []) + \
-        [_Ins(_OP["CALL"], 0, position)]
-    return [*swap, _Ins(_OP["LOAD_CONST"], route_index, position),
-            _Ins(_OP["SWAP"], 2, position), *call, *swap]
+    """Replace the callable ``depth`` slots down by ``route(callable)``: fetched to the top,
+    ``route, callable`` called (a call with a self slot where calls have one, 3.11 on, so
+    ``CALL 0``; 3.10's ``CALL_FUNCTION 1``), put back."""
+    ops = [*layout.fetch(depth), ("LOAD_CONST", route_index), *layout.route_call,
+           *layout.put_back(depth)]
+    return [_Ins(_OP[name], arg, position) for name, arg in ops]
 
 
 def _assemble(code: types.CodeType, originals: list, emitted: list[list[_Ins]],
-              consts: tuple) -> types.CodeType:
+              consts: tuple, layout: CallLayout) -> types.CodeType:
     """Encode the new instructions: jump arguments for the new offsets (EXTENDED_ARG grows them
-    until nothing moves), the exception table and the line table."""
+    until nothing moves; 3.10's absolute jumps too), the exception table and the line table."""
     flat = [ins for group in emitted for ins in group]
     first, count = [], 0  # the index in ``flat`` where each original instruction's group starts
     for group in emitted:
@@ -368,7 +461,8 @@ def _assemble(code: types.CodeType, originals: list, emitted: list[list[_Ins]],
             if ins.target is None:
                 continue
             after, target = offsets[k + 1], offsets[first[ins.target]]
-            ins.arg = (after - target if ins.op in _BACKWARD else target - after) // 2
+            ins.arg = target // 2 if ins.op in _ABSOLUTE else \
+                (after - target if ins.op in _BACKWARD else target - after) // 2
             if ins.arg < 0:
                 raise NotRoutable("a jump changed direction")
             size = _size(ins.op, ins.arg)
@@ -383,13 +477,10 @@ def _assemble(code: types.CodeType, originals: list, emitted: list[list[_Ins]],
     for i, (start, _, _, op_offset) in enumerate(originals):
         new_offset[start] = new_offset[op_offset] = offsets[first[i]]
     new_offset[len(code.co_code)] = len(out)
-    table = [(new_offset[e.start], new_offset[e.end], new_offset[e.target], e.depth, e.lasti)
-             for e in bytecode.exception_table(code)]
     unit_positions = [ins.position for ins, size in zip(flat, sizes) for _ in range(size // 2)]
     return code.replace(co_code=bytes(out), co_consts=consts,
                         co_stacksize=code.co_stacksize + 2,
-                        co_exceptiontable=encode_exception_table(table),
-                        co_linetable=encode_positions(unit_positions, code.co_firstlineno))
+                        **layout.tables(code, unit_positions, new_offset))
 
 
 def _size(op: int, arg: int) -> int:

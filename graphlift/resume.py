@@ -355,8 +355,9 @@ class _Op:
 
 
 # Copied with the 3.10 instruction that does the same without a NULL on the stack (the same
-# argument: LOAD_ATTR's name index, CALL_FUNCTION's argument count).
-_WITHOUT_NULL_310 = {"LOAD_METHOD": "LOAD_ATTR", "CALL_METHOD": "CALL_FUNCTION"}
+# argument: LOAD_ATTR's name index, CALL_FUNCTION's argument count). eager_callees's routed
+# copies use it too.
+WITHOUT_NULL_310 = {"LOAD_METHOD": "LOAD_ATTR", "CALL_METHOD": "CALL_FUNCTION"}
 
 
 def _ops_310(co_code: bytes) -> list[_Op]:
@@ -366,8 +367,8 @@ def _ops_310(co_code: bytes) -> list[_Op]:
         if opcode == dis.opmap["EXTENDED_ARG"]:
             continue
         name = dis.opname[opcode]
-        if name in _WITHOUT_NULL_310:
-            name = _WITHOUT_NULL_310[name]
+        if name in WITHOUT_NULL_310:
+            name = WITHOUT_NULL_310[name]
             opcode = dis.opmap[name]
         target = 2 * arg if name in _ABSOLUTE_JUMPS_310 else \
             i + 2 + 2 * arg if name in _RELATIVE_JUMPS_310 else None
@@ -442,7 +443,7 @@ def _assemble_310(code: types.CodeType, key: ResumeKey, params: _Parameters) -> 
         if len(prefix) == 2 * base:  # only grows with ``base``: reached from below
             break
         base = len(prefix) // 2
-    old_lines = _unit_lines(code)
+    old_lines = bytecode.unit_lines(code)
     lines = [None] * base + [old_lines[offset // 2] for offset in moved.origins()]
     return {
         "co_code": prefix + moved.code(),
@@ -468,7 +469,7 @@ def _prefix_310(code: types.CodeType, key: ResumeKey, params: _Parameters,
             if block.level == depth:  # the with block's __exit__ is on the stack now
                 out += _jump_310(len(out), "SETUP_FINALLY", 2 * base + moved.offset(block.handler))
         if depth < len(key.stack_nulls) and not key.stack_nulls[depth]:
-            out += _instruction("LOAD_FAST", next(values))  # a NULL: none (_WITHOUT_NULL_310)
+            out += _instruction("LOAD_FAST", next(values))  # a NULL: none (WITHOUT_NULL_310)
     if any(block.level > len(key.stack_nulls) for block in blocks):
         raise ValueError("a with block above the stack at the break")
     out += _jump_310(len(out), "JUMP_FORWARD", 2 * base + moved.offset(key.offset))
@@ -482,15 +483,6 @@ def _jump_310(at: int, opname: str, target: int) -> bytes:
     while _units_for((target - at - 2 * units) // 2) > units:
         units += 1
     return _instruction(opname, (target - at - 2 * units) // 2, units)
-
-
-def _unit_lines(code: types.CodeType) -> list[int | None]:
-    """The line of each code unit (None: none)."""
-    lines: list[int | None] = [None] * (len(code.co_code) // 2)
-    for start, end, line in code.co_lines():
-        for offset in range(start, end, 2):
-            lines[offset // 2] = line
-    return lines
 
 
 # How each version makes the fields of a resume code object that differ between versions.

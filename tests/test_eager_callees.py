@@ -21,8 +21,8 @@ import graphlift
 from graphlift import bytecode, eager_callees
 from graphlift.testing import CompileCounter
 
-# Where a version has no call-site rewrite (eager_callees.LAYOUTS: 3.10), an eager frame runs its
-# original code (NotRoutable, logged), so its callees stay uncompiled there.
+# Where a version has no call-site rewrite (eager_callees.LAYOUTS: every supported version has
+# one), an eager frame runs its original code (NotRoutable, logged), its callees uncompiled.
 pytestmark = pytest.mark.skipif(eager_callees.not_routed() is not None,
                                 reason=str(eager_callees.not_routed()))
 
@@ -348,14 +348,53 @@ def test_the_routed_copy_keeps_results_lines_and_routes_every_user_call():
     # sum, list.append and KeyError: every call with a NULL self slot.
     assert routed.count("g") == 7 and routed.count("step") == 2
     assert {"len", "max", "sum", "append", "KeyError"} <= set(routed)
+    # The compiler's own calls stay as they are: the with block's __exit__, the comprehensions'.
+    assert not {"__exit__", "<listcomp>", "<genexpr>"} & set(routed)
     lines = {i.lineno for i in bytecode.decode(code) if i.located}
-    assert lines == {p[0] for p in copy.co_positions() if p[0] is not None}
+    assert lines == {line for _, _, line in copy.co_lines() if line is not None}
 
 
+@pytest.mark.skipif(bytecode.VERSION == (3, 10), reason="3.10 has no column positions")
 def test_the_line_table_encoder_round_trips():
     code = many_calls.__code__
     table = eager_callees.encode_positions(list(code.co_positions()), code.co_firstlineno)
     assert list(code.replace(co_linetable=table).co_positions()) == list(code.co_positions())
+
+
+def h(*args, **kwargs):
+    return len(args) + len(kwargs)
+
+
+def call_shapes(a, c):
+    """Calls of every shape: many arguments (3.10: ROT_N), keywords, a call that a jump lands on,
+    a callable chosen by a condition, star calls, a method whose attribute is an instance's."""
+    r = [h(1, 2, 3, 4, 5, 6, 7, 8), h(1, 2, 3, k=4), h(a if c else None, *a, **{"k": 1})]
+    r.append((h if c else len)(a))
+    r.append(h(*[h(x) for x in a], k=sum(h(x) for x in a)))
+    r.append(c.__class__.__name__.upper())
+    return r
+
+
+class Holder:
+    def __init__(self):
+        self.step = h  # an instance attribute: the method load finds no method
+
+
+def test_calls_of_every_shape_are_routed():
+    routed = []
+    copy = eager_callees.routed_code(call_shapes.__code__, lambda f: routed.append(f) or f)
+    fn = type(call_shapes)(copy, call_shapes.__globals__)
+    for c in (True, False):
+        routed.clear()
+        assert fn([1, 2], c) == call_shapes([1, 2], c)
+        # h: 4 calls of its own (5 when c), one per element of a in the comprehension and one
+        # in the generator.
+        assert routed.count(h) == 4 + c + 2 * 2 and routed.count(sum) == 1
+    holder = Holder()
+    method = lambda o: o.step(1, 2)  # noqa: E731
+    copy = eager_callees.routed_code(method.__code__, lambda f: routed.append(f) or f)
+    routed.clear()
+    assert type(method)(copy, globals())(holder) == 2 and routed == [h]
 
 
 class Base:
@@ -372,9 +411,10 @@ class Child(Base):
             return None
 
 
-# How each version loads ``super().scale`` for a call (the rewrite turns it into an attribute load
-# and a NULL).
-SUPER_METHOD_LOAD = {(3, 11): "LOAD_METHOD", (3, 12): "LOAD_SUPER_ATTR", (3, 13): "LOAD_SUPER_ATTR"}
+# How each version loads ``super().scale`` for a call (the rewrite turns it into an attribute load,
+# and a NULL from 3.11 on).
+SUPER_METHOD_LOAD = {(3, 10): "LOAD_METHOD", (3, 11): "LOAD_METHOD", (3, 12): "LOAD_SUPER_ATTR",
+                     (3, 13): "LOAD_SUPER_ATTR"}
 
 
 def test_a_super_method_call_is_routed():
@@ -384,8 +424,9 @@ def test_a_super_method_call_is_routed():
     assert graphlift.stats(Base.scale).graphs == 1 and graphlift.stats(Child.scale).eager_frames
 
 
-# A loop whose backward jump fits one byte in the original and needs EXTENDED_ARG in the copy.
-CALLS_IN_LOOP = 14
+# A loop whose forward or backward jump fits one byte in the original and needs EXTENDED_ARG in
+# the copy (3.10's calls take fewer code units).
+CALLS_IN_LOOP = {(3, 10): 30}.get(bytecode.VERSION, 14)
 namespace = {"g": g}
 exec("def long_loop(x):\n    for _ in range(2):\n" + "        x = g(x)\n" * CALLS_IN_LOOP
      + "    return x\n", namespace)
@@ -405,7 +446,7 @@ def test_jumps_grow_an_extended_arg_where_the_copy_is_longer():
 
 
 def test_a_version_without_a_rewrite_runs_the_original_code(monkeypatch, caplog):
-    assert eager_callees.not_routed((3, 10)) and eager_callees.not_routed((3, 14))
+    assert eager_callees.not_routed((3, 10)) is None and eager_callees.not_routed((3, 14))
     monkeypatch.setitem(eager_callees.LAYOUTS, bytecode.VERSION, "calls not rewritten here")
     caplog.set_level(logging.INFO, logger="graphlift")
     f = in_try(g, "unrouted")
