@@ -215,9 +215,6 @@ LAYOUTS: dict[tuple[int, int], CallLayout | str] = {
     (3, 13): CallLayout(_BIT_METHOD_LOADS, precall=False, null_above=True, kw_call="CALL_KW",
                         route_call=(("SWAP", 2), ("CALL", 0))),
 }
-# The versions with a rewrite (tests/test_model_zoo.py reads this).
-_METHOD_LOADS = {version: layout.method_loads for version, layout in LAYOUTS.items()
-                 if isinstance(layout, CallLayout)}
 
 
 def not_routed(version: tuple[int, int] = bytecode.VERSION) -> str | None:
@@ -704,8 +701,10 @@ def _is_user_code(fn: types.FunctionType) -> bool:
 def _route_object(obj: Any, kind: type, options: Any, wrappers: FrameWrappers,
                   calls: dict[type, Callable]) -> Any:
     """A module's call (its forward compiled), an object's user ``__call__`` compiled (kept in
-    ``calls`` for its type); anything else as it is."""
-    if isinstance(obj, torch.nn.Module):
+    ``calls`` for its type; a module class's own too, transformers' GradientCheckpointingLayer:
+    the compiled ``__call__`` inlines ``Module.__call__``); anything else as it is."""
+    module = isinstance(obj, torch.nn.Module)
+    if module and kind.__call__ is torch.nn.Module.__call__:
         if not _user_module_class(kind) or "forward" in obj.__dict__ or \
                 obj.__dict__.get("_compiled_call_impl") is not None:
             return obj  # torch's own modules, as torch.compile leaves them
@@ -713,12 +712,12 @@ def _route_object(obj: Any, kind: type, options: Any, wrappers: FrameWrappers,
             return wrappers.module_call(obj, options)
         return functools.partial(eager_function(torch.nn.Module._call_impl, options, wrappers),
                                  obj)
-    if not isinstance(obj, torch.nn.Module):
-        call = next((vars(klass)["__call__"] for klass in kind.__mro__
-                     if "__call__" in vars(klass)), None)  # the class's own, not type's
-        if isinstance(call, types.FunctionType) and _is_user_code(call):
-            calls[kind] = wrappers.function(call, options)
-            return types.MethodType(calls[kind], obj)
+    call = next((vars(klass)["__call__"] for klass in kind.__mro__
+                 if "__call__" in vars(klass)), None)  # the class's own, not type's
+    if isinstance(call, types.FunctionType) and _is_user_code(call):
+        calls[kind] = wrappers.function(call, options)
+        return types.MethodType(calls[kind], obj)
+    if not module:
         if len(_PLAIN) > _PLAIN_LIMIT:
             _PLAIN.intersection_update(_PLAIN_START)
         _PLAIN.add(kind)

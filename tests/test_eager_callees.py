@@ -159,6 +159,33 @@ def test_a_module_with_a_forward_hook_runs_the_hook():
     assert graphlift.stats(Block.forward).graphs == 1
 
 
+class CheckpointedBlock(Block):
+    """A module class with its own ``__call__`` that calls ``Module.__call__`` (transformers'
+    GradientCheckpointingLayer)."""
+
+    def __call__(self, *args, **kwargs):
+        if kwargs.pop("twice", False):
+            args = (args[0] * 2,)
+        return super().__call__(*args, **kwargs)
+
+
+def test_a_module_with_its_own_call_has_its_call_compiled():
+    block = CheckpointedBlock()
+
+    def f(x):
+        try:
+            print("own call")
+            return block(x) + block(x, twice=True)
+        except KeyError:
+            return None
+
+    with torch.no_grad():
+        # torch.compile: __call__'s frame with forward inlined, once per keyword set.
+        assert check(f, X) == 2
+    stats = graphlift.stats(CheckpointedBlock.__call__)
+    assert (stats.graphs, stats.hits) == (2, 2) and graphlift.stats(Block.forward).compiles == 0
+
+
 def test_a_torch_module_runs_as_it_is():
     with torch.no_grad():  # torch.compile skips torch's own modules too
         assert check(in_try(torch.nn.Linear(3, 3), "linear"), X) == 0

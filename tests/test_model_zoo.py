@@ -24,7 +24,7 @@ import pytest
 import torch
 
 import graphlift
-from graphlift import bytecode, eager_callees
+from graphlift import bytecode
 
 transformers = pytest.importorskip("transformers")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -45,10 +45,13 @@ KNOWN_WORSE = {
     # on their own (81 ops, torch.compile 80, but 4 graphs and 5 breaks against its 3 and 3).
     ("wav2vec2", "train"): (4, 5),
 }
-# Where the eager frames' call sites cannot be routed (Python 3.13: eager_callees has no rewrite
-# for it yet), the frames run eagerly at those breaks call nothing compiled: fewer graphs.
-if bytecode.VERSION not in eager_callees._METHOD_LOADS:
-    KNOWN_WORSE.update({("wav2vec2", "train"): (1, 2)})
+# Python 3.10 has transformers 5.20.2 (the newest for it), whose Wav2Vec2Encoder tests LayerDrop
+# on a tensor (``torch.rand([]) < layerdrop``) inside its layer loop: the encoder frame runs
+# eagerly, its layers (their own ``__call__``, GradientCheckpointingLayer's) compiled through
+# eager_callees' routing. torch.compile there: 5 graphs, 4 breaks, 46 ops; graphlift 6, 7, 48
+# (2 ops, 1 graph, before 3.10's calls were routed).
+TORCH_COMPILE_NOT_WHOLE.update({(3, 10): {("wav2vec2", "train"): (5, 4)}}.get(bytecode.VERSION, {}))
+KNOWN_WORSE.update({(3, 10): {("wav2vec2", "train"): (6, 7)}}.get(bytecode.VERSION, {}))
 
 # Training steps (aot_eager) cost most: a subset, one per cause seen (GPT-2: warning_once in the
 # loss; BLOOM: a custom autograd.Function; Mamba and Wav2Vec2: the known breaks) and a vision
