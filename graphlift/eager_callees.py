@@ -2,7 +2,7 @@
 
 torch.compile's frame-evaluation hook sees every Python frame, so a frame it skips (a break in a
 ``try`` block, in a loop, a generator, ``disable(recursive=False)``) still has the frames of the
-user functions and modules it calls compiled. CPython 3.11 to 3.13 give Python code no such
+user functions and modules it calls compiled. CPython 3.10 to 3.13 give Python code no such
 hook. Instead, where graphlift runs a frame's code eagerly as a whole it runs a *routed copy* of
 that code object, made once per code object and options (kept in its ExtraState). The copy
 differs from the original at call sites only (3.11 shown)::
@@ -26,16 +26,39 @@ differs from the original at call sites only (3.11 shown)::
 ``bytecode.NULL_ABOVE_CALLABLE``): a method load becomes the attribute load and ``PUSH_NULL``
 without the ``SWAP``, the callable sits one slot deeper, and ``CALL_KW``'s keyword names (on the
 stack, not in 3.11's ``KW_NAMES`` register) one more. The route call itself is the same in all
-three (``route, callable`` is a call with a self slot). :data:`LAYOUTS` is the table of what
-differs; a version without a layout there (3.10) raises :class:`NotRoutable`.
+three (``route, callable`` is a call with a self slot).
+
+3.10's calls have no NULL slot and 3.10 has no ``SWAP``: every ``CALL_FUNCTION n``,
+``CALL_FUNCTION_KW n`` and ``CALL_FUNCTION_EX`` is routed where it stands, its callable found at
+the depth its opcode gives (below the n arguments, the keyword names' tuple, the star tuple and
+dict), brought to the top by depth - 1 rotations (``ROT_TWO``/``ROT_THREE``/``ROT_FOUR``/
+``ROT_N``), replaced, and rotated back once. ``LOAD_METHOD`` / ``CALL_METHOD`` are copied as
+``LOAD_ATTR`` / ``CALL_FUNCTION`` (as resume functions copy them), so a method call routes its
+bound method::
+
+    original                         routed copy
+    LOAD_FAST      obj               LOAD_FAST      obj
+    LOAD_METHOD    forward           LOAD_ATTR      forward   # the bound method
+    LOAD_FAST      x                 LOAD_FAST      x
+    CALL_METHOD    1                 ROT_TWO                  # the callable to the top,
+                                     LOAD_CONST     <route>   # route(callable) in its place,
+                                     ROT_TWO
+                                     CALL_FUNCTION  1
+                                     ROT_TWO                  # and back below the argument
+                                     CALL_FUNCTION  1         # the original call
+
+Absolute jumps are retargeted with the relative ones (``SETUP_*`` targets too: 3.10's block
+stack), and the line table is 3.10's (``bytecode.line_table_310``). :data:`LAYOUTS` is the table
+of what differs; a version without a layout there raises :class:`NotRoutable`.
 
 ``route(f)`` returns what the call should call: the compiled wrapper of a user function
 (graphlift's wrapper for it, cached on the function, so its entries live on its code object as
 usual), the bound wrapper of a user method, a module's compiled ``forward`` (a module with hooks
 gets ``Module._call_impl`` run as a routed copy, so hooks and forward are user frames routed in
-turn, as torch.compile compiles them), the compiled ``__call__`` of an object of a user class,
-and anything else as it is (a C function or type first: one ``type()`` test). The arguments,
-keyword names and the call instruction are the program's own, so identities,
+turn, as torch.compile compiles them), the compiled ``__call__`` of an object of a user class
+(a module class's own ``__call__`` too), and anything else as it is (a C function or type
+first: one ``type()`` test). The arguments, keyword names and the call instruction are the
+program's own, so identities,
 ``inspect.signature`` of objects passed around, exceptions and their tracebacks are unchanged:
 the copy keeps the line table, jump targets and exception table of the original (re-encoded for
 the new offsets), and a routed callee's wrapper trims its own frames from a traceback. What the
@@ -46,9 +69,10 @@ program can see is the frame's code object (``sys._getframe().f_code``, a genera
 Which call sites: a static pass over the bytecode tracks which stack slots hold a NULL pushed for
 a call (``PUSH_NULL``, ``LOAD_GLOBAL``'s NULL bit, the method loads turned into attribute loads);
 a call whose self slot is such a NULL is routed. Calls whose self slot holds an object (the
-compiler's own ``__exit__`` calls and 3.11's comprehension calls) stay as they are. The code
-objects of comprehensions (3.11's; 3.12 and 3.13 inline all but generator expressions) are routed
-copies too (their functions are never seen).
+compiler's own ``__exit__`` calls and 3.11's comprehension calls) stay as they are; on 3.10 the
+same compiler calls are known by the instructions they end (the layout's ``compiler_calls``).
+The code objects of comprehensions (3.10's and 3.11's; 3.12 and 3.13 inline all but generator
+expressions) are routed copies too (their functions are never seen).
 
 The alternative, a small C extension installing a PEP 523 frame-evaluation function, would catch
 every frame (also those that C code such as ``map`` or ``sorted(key=...)`` calls) at no per-call
@@ -247,7 +271,8 @@ class _Ins:
 
 
 def routed_code(code: types.CodeType, route: Callable) -> types.CodeType:
-    """A copy of ``code`` whose calls with a NULL self slot call ``route(callable)`` first."""
+    """A copy of ``code`` whose calls with a NULL self slot (3.10: every call but the compiler's
+    own) call ``route(callable)`` first."""
     layout = _layout(bytecode.VERSION)
     originals = _parse(code)
     # 3.10's calls need no pass over the stack: their opcode says where the callable is.
@@ -387,7 +412,7 @@ def _rewrite(code: types.CodeType, originals: list, states: dict, route_index: i
             plain = [_Ins(_OP[attr_op], attr_arg, position),
                      _Ins(_OP["PUSH_NULL"], 0, position), *below]
         depth = _routed_depth(name, arg, states.get(i), layout) if layout.call_depths is None \
-            else _depth_by_opcode(name, arg, names[:i + 1], layout)
+            else _depth_by_opcode(name, arg, names, i, layout)
         if depth is not None:
             routing = _route_sequence(depth, route_index, position, layout)
             if i > 0 and dis.opname[originals[i - 1][1]] == "KW_NAMES":
@@ -420,11 +445,13 @@ def _routed_depth(name: str, arg: int, stack: tuple[str, ...] | None,
     return depth if len(stack) >= above + 2 and stack[null_slot] == NULL else None
 
 
-def _depth_by_opcode(name: str, arg: int, names: list[str], layout: CallLayout) -> int | None:
+def _depth_by_opcode(name: str, arg: int, names: list[str], i: int,
+                     layout: CallLayout) -> int | None:
     """3.10: how deep the callable of a routed call sits, or None: not a call, or one of the
-    compiler's own (the opnames up to it, ``names``, end with a row of compiler_calls)."""
+    compiler's own (the opnames up to instruction ``i`` end with a row of compiler_calls)."""
     depth = layout.call_depths.get(name)
-    if depth is None or any(tuple(names[-len(row):]) == row for row in layout.compiler_calls):
+    if depth is None or any(tuple(names[max(0, i + 1 - len(row)):i + 1]) == row
+                            for row in layout.compiler_calls):
         return None
     return depth(arg)
 
