@@ -1,8 +1,9 @@
 """What routing the calls of an eager frame costs per call (graphlift.eager_callees).
 
 A frame that runs eagerly as a whole runs a routed copy of its code: every call whose self slot
-holds a NULL (3.10: every call but the compiler's own) first calls ``route(callable)``. Measured here on a tight loop of 1,000 calls, the
-original code against its routed copy (the router of the eager backend), for three callees:
+holds a NULL (3.10: every call but the compiler's own) first calls ``route(callable)``.
+Measured here on a tight loop of 1,000 calls, the original code against its routed copy (the
+router of the eager backend), for three callees:
 
 - ``len``: a C builtin (the router's fast path: one ``type()`` test, called as it is);
 - ``posixpath.basename``: a Python function of the standard library (not compiled: the router
