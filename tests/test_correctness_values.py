@@ -600,6 +600,43 @@ def test_item12_an_attribute_set_on_an_input_tensor_is_read_and_guarded(fn):
     assert counter.frame_count == theirs.frame_count
 
 
+def sgd_step(params, lr):
+    with torch.no_grad():
+        for p in params:
+            if p.grad is None:
+                continue
+            p.add_(p.grad, alpha=-lr)
+
+
+def _params_after_backward(uses: int) -> list[torch.Tensor]:
+    """Three leaves; the first ``uses`` of them get a gradient."""
+    torch.manual_seed(0)
+    params = [torch.randn(3, requires_grad=True) for _ in range(3)]
+    sum((p * p).sum() for p in params[:uses]).backward()
+    return params
+
+
+def test_an_input_leafs_grad_is_read_and_guarded():
+    # An optimizer step over parameters' .grad: one graph, like torch.compile (was: a break at
+    # `p.grad`, the whole frame run eagerly); a parameter that gains a gradient recompiles.
+    counter = CompileCounter()
+    compiled = graphlift.compile(sgd_step, backend=counter)
+    for uses in (2, 2, 3):
+        mine, theirs = _params_after_backward(uses), _params_after_backward(uses)
+        sgd_step(theirs, 0.1)
+        compiled(mine, 0.1)
+        assert_same(theirs, mine)
+        assert_same([p.grad for p in theirs], [p.grad for p in mine])
+    assert graphlift.stats(compiled).graph_breaks == 0
+    torch._dynamo.reset()
+    reference_counter = torch._dynamo.testing.CompileCounter()
+    reference = torch.compile(sgd_step, backend=reference_counter)
+    for uses in (2, 2, 3):
+        reference(_params_after_backward(uses), 0.1)
+    torch._dynamo.reset()
+    assert counter.frame_count == reference_counter.frame_count == 2
+
+
 # == item 7: a function passed to the call run eagerly at a break is the program's own ===========
 def plus_one(x):
     return x + 1

@@ -119,6 +119,8 @@ class TensorVariable(VariableTracker):
             return wrap_constant(getattr(self.fake, name))
         if name == "grad_fn" and not self.fake.requires_grad:
             return ConstantVariable(None)  # no autograd history: requires_grad is guarded
+        if name == "grad":
+            return self._grad(tx)
         if name in TENSOR_ATTRS:
             return call_torch(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
         if callable(getattr(torch.Tensor, name, None)):
@@ -136,16 +138,32 @@ class TensorVariable(VariableTracker):
         missing = AttributeError(f"'Tensor' object has no attribute {name!r}")
         if self.source is None:
             raise raise_real(missing)
+        instance_dict = self._real_input(tx, name).__dict__
+        if name in instance_dict:
+            return tx.builder.wrap(instance_dict[name], AttrSource(self.source, name))
+        tx.guards.attr_absent(self.source, name)
+        raise raise_real(missing)
+
+    def _grad(self, tx: InstructionTranslator) -> VariableTracker:
+        """``p.grad`` of an input leaf (an optimizer step, gradient clipping): its gradient, a
+        graph input of its own, or None, guarded like any attribute (so a backward between
+        calls recompiles). Elsewhere a break: a tensor made by the graph has no gradient yet,
+        and a non-leaf's ``.grad`` warns on every eager call."""
+        if self.source is None or self.fake.grad_fn is not None:
+            raise Unsupported("the .grad of a tensor that is not an input leaf")
+        real = self._real_input(tx, "grad")
+        if real.grad_fn is not None:
+            raise Unsupported(f"the .grad of {self.source.name()}, which is not a leaf")
+        return tx.builder.wrap(real.grad, AttrSource(self.source, "grad"))
+
+    def _real_input(self, tx: InstructionTranslator, name: str) -> torch.Tensor:
+        """The real tensor behind this input, to read attribute ``name`` from."""
         real = next((graph_input.example for graph_input in tx.output.inputs
                      if graph_input.node is self.node), None)
         if not isinstance(real, torch.Tensor):
             raise Unsupported(f"attribute {name!r} of the tensor {self.source.name()}, whose "
                               "value is not a graph input here")
-        instance_dict = real.__dict__
-        if name in instance_dict:
-            return tx.builder.wrap(instance_dict[name], AttrSource(self.source, name))
-        tx.guards.attr_absent(self.source, name)
-        raise raise_real(missing)
+        return real
 
     def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
         if self.fake.dim() == 0:
