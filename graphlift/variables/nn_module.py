@@ -407,14 +407,10 @@ class NNModuleVariable(UserObjectVariable):
     def call(self, tx: InstructionTranslator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         """``module(*args)``: the class's own ``__call__`` inlined, else :meth:`call_impl`."""
-        call = lookup_class_attr(type(self.module), "__call__")
-        if call is not nn.Module.__call__:
+        if lookup_class_attr(type(self.module), "__call__") is not nn.Module.__call__:
             # A class with its own __call__ (transformers' GradientCheckpointingLayer) is
-            # inlined; its ``super().__call__(...)`` comes back here through NATIVE_METHODS.
-            if not isinstance(call, types.FunctionType):
-                raise Unsupported(f"calling {self.describe()}, whose __call__ is a "
-                                  f"{type(call).__name__}", break_type="unsupported_call")
-            return self.var_getattr(tx, "__call__").call(tx, args, kwargs)
+            # inlined; its ``super().__call__(...)`` comes back to call_impl (NATIVE_METHODS).
+            return self.call_own_dunder(tx, args, kwargs)
         return self.call_impl(tx, args, kwargs)
 
     def call_impl(self, tx: InstructionTranslator, args: list[VariableTracker],

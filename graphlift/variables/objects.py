@@ -655,6 +655,10 @@ class UserObjectVariable(VariableTracker):
             # Modules from the inputs are NNModuleVariables; this one was not modelled as one.
             raise Unsupported(f"calling the module {self.cls.__qualname__} reached as a plain "
                               "object", break_type="unsupported_call")
+        return self.call_own_dunder(tx, args, kwargs)
+
+    def call_own_dunder(self, tx, args, kwargs) -> VariableTracker:
+        """``obj(*args)`` through the class's ``__call__`` written in Python, inlined."""
         call = lookup_class_attr(self.cls, "__call__")
         if not isinstance(call, types.FunctionType):
             raise Unsupported(f"calling a {self.cls.__qualname__} object")

@@ -149,8 +149,8 @@ class TensorVariable(VariableTracker):
         graph input of its own, or None, guarded like any attribute (so a backward between
         calls recompiles). Elsewhere a break: a tensor made by the graph has no gradient yet,
         and a non-leaf's ``.grad`` warns on every eager call."""
-        if self.source is None or self.fake.grad_fn is not None:
-            raise Unsupported("the .grad of a tensor that is not an input leaf")
+        if self.source is None:
+            raise Unsupported("the .grad of a tensor made in the frame")
         real = self._real_input(tx, "grad")
         if real.grad_fn is not None:
             raise Unsupported(f"the .grad of {self.source.name()}, which is not a leaf")
