@@ -20,8 +20,10 @@ within its layer the modules listed before it (each row is in import order). Wha
 needs from a higher one it is given: variables get the translator as their ``tx`` argument and
 call methods on it; generated code gets eval_frame's wrapper factories (``codegen.FrameWrappers``)
 through ``convert_frame``; the translator registers itself on the output graph while it runs.
-Imports under ``if TYPE_CHECKING:`` never run and only name argument types; they are exempt.
-``tests/test_layers.py`` parses this table and fails on an import against it.
+Their annotations name protocols of the lower layer, never the higher module: ``tx`` is a
+``variables.base.Translator``, ``codegen`` a ``rebuild.Codegen``. Imports under
+``if TYPE_CHECKING:`` never run, but they follow the order too, so the drawing of all imports has
+no cycle. ``tests/test_layers.py`` parses this table and fails on an import against it.
 
 Layers, top to bottom (``layer: modules`` -- what the layer does)::
 
@@ -50,12 +52,13 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
                  kind; regions replays nested compile regions
     graph:       output_graph  -- the FX graph, fake tensors, graph inputs, the backend call
     rules:       trace_rules  -- inline, polyfill, builtin, graph node or skip, per callable
-    records:     graph_break, backends, ddp_optimizer, side_effects, guards, dynamic_shapes,
-                 compiler_collectives, polyfills.support, polyfills.builtins,
+    records:     graph_break, backends, ddp_optimizer, rebuild, side_effects, guards,
+                 dynamic_shapes, compiler_collectives, polyfills.support, polyfills.builtins,
                  polyfills.collections, polyfills.compiler, polyfills.copy,
                  polyfills.functools, polyfills.heapq, polyfills.itertools, polyfills.operator,
                  polyfills, resume  -- break records, backends, splitting graphs at DDP's
-                 gradient buckets, the side-effect ledger, guard
+                 gradient buckets, what rebuilding values after the graph asks of the code
+                 generator and of trackers, the side-effect ledger, guard
                  kinds and the check function, symbolic sizes (agreed across ranks by compiler
                  collectives), pure-Python stand-ins for C
                  functions, resume code objects

@@ -39,7 +39,7 @@ import functools
 import linecache
 import math
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import sympy
 import torch
@@ -54,7 +54,6 @@ from graphlift.sources import Source, is_module_member
 
 if TYPE_CHECKING:
     from graphlift.guards import GuardBuilder
-    from graphlift.output_graph import OutputGraph
 
 DYNAMIC_ATTR = "_graphlift_dynamic_dims"  # on a tensor: the dims mark_dynamic asked for
 STATIC_ATTR = "_graphlift_static_dims"  # on a tensor: the dims mark_static asked for
@@ -421,7 +420,27 @@ def _finite(bound: sympy.Basic) -> bool:
 
 
 # -- guards from the ShapeEnv ------------------------------------------------------------------
-def install_shape_guards(output: OutputGraph, guards: GuardBuilder) -> None:
+class ShapeRecords(Protocol):
+    """What guarding the ShapeEnv's assumptions reads of the trace's output graph
+    (``output_graph.OutputGraph``, a layer above, passes itself down)."""
+
+    @property
+    def has_shape_env(self) -> bool:
+        """Whether any size or int became a symbol (so that the ShapeEnv exists)."""
+
+    @property
+    def shape_env(self) -> ShapeEnv:
+        """The ShapeEnv of the trace, with the guards it recorded."""
+
+    dynamic_tensors: list[tuple[Source, torch.Tensor]]
+    """The graph inputs with a dynamic dimension: (source, fake tensor)."""
+    marked_dims: list[tuple[Source, int, Any]]
+    """The dimensions mark_dynamic asked for: (source, dim, symbol)."""
+    guard_locations: list[UserLine | None]
+    """Where each ShapeEnv guard was recorded: the user's line, or None."""
+
+
+def install_shape_guards(output: ShapeRecords, guards: GuardBuilder) -> None:
     """Guard everything the ShapeEnv assumed while tracing (call after the backend compiled:
     a backend such as inductor may add assumptions of its own).
 
@@ -466,7 +485,7 @@ def install_shape_guards(output: OutputGraph, guards: GuardBuilder) -> None:
                               origin=location.as_origin() if location is not None else None)
 
 
-def _guard_locations(output: OutputGraph) -> list[tuple[Any, UserLine | None]]:
+def _guard_locations(output: ShapeRecords) -> list[tuple[Any, UserLine | None]]:
     """Each guard the ShapeEnv recorded, with the user's line where it was recorded (None for
     those recorded where no translator noted them: a backend's, say)."""
     known = output.guard_locations
@@ -555,7 +574,7 @@ def _currents(rendered: _Rendered, renderer: _Renderer) -> tuple[tuple[str, str]
 
 
 # -- mark_dynamic that tracing specialized -----------------------------------------------------
-def check_marked_dims(output: OutputGraph) -> None:
+def check_marked_dims(output: ShapeRecords) -> None:
     """Raise if a dimension marked dynamic became a constant while tracing."""
     env = output.shape_env
     problems = []
@@ -570,7 +589,7 @@ def check_marked_dims(output: OutputGraph) -> None:
             "specializing), or change the code so that it does not depend on the exact size.")
 
 
-def _specialization_report(output: OutputGraph, name: str, symbol: sympy.Symbol,
+def _specialization_report(output: ShapeRecords, name: str, symbol: sympy.Symbol,
                            value: sympy.Basic) -> str:
     """Which recorded guards pinned ``symbol`` to ``value``, and where the trace was then."""
     env = output.shape_env

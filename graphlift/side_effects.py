@@ -48,8 +48,7 @@ from graphlift.exc import Unsupported
 from graphlift.sources import AttrSource, ItemSource, Source
 
 if TYPE_CHECKING:
-    from graphlift.codegen import ErrorPathCodegen, OutputCodegen
-    from graphlift.variables.base import VariableTracker
+    from graphlift.rebuild import Codegen, Container, ErrorCodegen, Tracker
 
 
 @dataclass
@@ -57,8 +56,8 @@ class Store:
     """``target = value`` where the target is reached through a source."""
 
     target: Source
-    value: VariableTracker
-    owner: VariableTracker | None = None  # the input object whose attribute is stored
+    value: Tracker
+    owner: Tracker | None = None  # the input object whose attribute is stored
 
 
 @dataclass
@@ -66,20 +65,20 @@ class DeferredCall:
     """``obj.method(*args, **kwargs)`` run after the graph (a logging call); arguments are
     constants, so running it later sees the values it was given."""
 
-    obj: VariableTracker
+    obj: Tracker
     method: str
-    args: list[VariableTracker]
-    kwargs: dict[str, VariableTracker]
+    args: list[Tracker]
+    kwargs: dict[str, Tracker]
 
 
 class SideEffects:
     """Records mutations of objects that outlive the frame, in program order."""
 
     def __init__(self) -> None:
-        self.mutated_containers: list[VariableTracker] = []
+        self.mutated_containers: list[Container] = []
         self.stores: list[Store] = []
         self.calls: list[DeferredCall] = []
-        self._pending: dict[Source, VariableTracker] = {}
+        self._pending: dict[Source, Tracker] = {}
         self.checkpoints: list[Checkpoint] = []
         self._items_then: dict[int, Any] = {}  # id(container) -> its items at the last checkpoint
         self._frozen = False
@@ -87,23 +86,22 @@ class SideEffects:
     def __bool__(self) -> bool:
         return bool(self.mutated_containers or self.stores or self.calls)
 
-    def defer_call(self, obj: VariableTracker, method: str, args: list[VariableTracker],
-                   kwargs: dict[str, VariableTracker]) -> None:
+    def defer_call(self, obj: Tracker, method: str, args: list[Tracker],
+                   kwargs: dict[str, Tracker]) -> None:
         """A call replayed after the graph and the writes, in the order the calls were made."""
         self.calls.append(DeferredCall(obj, method, list(args), dict(kwargs)))
 
-    def mutate_container(self, container: VariableTracker) -> None:
+    def mutate_container(self, container: Container) -> None:
         """A list, dict or set from the inputs changed; its final items are written back."""
         if all(c is not container for c in self.mutated_containers):
             self.mutated_containers.append(container)
 
-    def store(self, target: Source, value: VariableTracker,
-              owner: VariableTracker | None = None) -> None:
+    def store(self, target: Source, value: Tracker, owner: Tracker | None = None) -> None:
         """An attribute, global or cell store; later loads of ``target`` see ``value``."""
         self.stores.append(Store(target, value, owner))
         self._pending[target] = value
 
-    def pending(self, target: Source) -> VariableTracker | None:
+    def pending(self, target: Source) -> Tracker | None:
         """The value stored at ``target`` during this trace, if any."""
         return self._pending.get(target)
 
@@ -126,13 +124,13 @@ class SideEffects:
         """The trace is over: no more checkpoints (see :meth:`checkpoint`)."""
         self._frozen = True
 
-    def replay(self, codegen: OutputCodegen) -> list[str]:
+    def replay(self, codegen: Codegen) -> list[str]:
         """Statements that make real objects match the traced program's final state, then the
         deferred calls in order."""
         calls = [_call_statement(call, codegen) for call in self.calls]
         return [*_writes(self.mutated_containers, self.stores, codegen), *calls]
 
-    def replay_on_error(self, codegen: ErrorPathCodegen) -> ErrorReplay:
+    def replay_on_error(self, codegen: ErrorCodegen) -> ErrorReplay:
         """The writes of each checkpoint, for the run function to apply when the graph raises;
         ``codegen`` is the error path's (``codegen.ErrorPathCodegen``: a graph value it needs
         reads as ``__gl_v[j]``, from the raising graph's frame).
@@ -170,7 +168,7 @@ class SideEffects:
         return replay
 
     def _checkpoint_writes(self, index: int, previous: Checkpoint, point: Checkpoint,
-                           replay: ErrorReplay, codegen: ErrorPathCodegen) -> bool:
+                           replay: ErrorReplay, codegen: ErrorCodegen) -> bool:
         """Add the writes made between ``previous`` and ``point`` to ``replay``; whether all of
         them could be written (see :meth:`replay_on_error`)."""
         complete = True
@@ -206,7 +204,7 @@ class Checkpoint:
     ran. ``containers``: the containers changed since the previous checkpoint, with their items
     then; ``stores``, ``calls``: how many of each had been made."""
 
-    containers: list[tuple[VariableTracker, Any]]
+    containers: list[tuple[Container, Any]]
     stores: int
     calls: int
 
@@ -274,14 +272,13 @@ def _same_items(then: Any, now: Any) -> bool:
     return all(a is b for a, b in zip(then, now))
 
 
-def _call_statement(call: DeferredCall, codegen: OutputCodegen) -> str:
+def _call_statement(call: DeferredCall, codegen: Codegen) -> str:
     arguments = [a.reconstruct(codegen) for a in call.args]
     arguments += [f"{k}={v.reconstruct(codegen)}" for k, v in call.kwargs.items()]
     return f"{call.obj.reconstruct(codegen)}.{call.method}({', '.join(arguments)})"
 
 
-def _writes(containers: list[VariableTracker], stores: list[Store],
-            codegen: OutputCodegen) -> list[str]:
+def _writes(containers: list[Container], stores: list[Store], codegen: Codegen) -> list[str]:
     """Write back the containers' items, then the stores in order.
 
     Every new value, and every object written to, is computed first (hoisted before any write):
@@ -295,7 +292,7 @@ def _writes(containers: list[VariableTracker], stores: list[Store],
     return writes
 
 
-def _container_writes(container: VariableTracker, codegen: OutputCodegen) -> list[str]:
+def _container_writes(container: Container, codegen: Codegen) -> list[str]:
     """Give a real container the tracker's items (target and value hoisted)."""
     target = codegen.hoist(container.source.expr())
     value = codegen.hoist(container.reconstruct_literal(codegen))
@@ -306,7 +303,7 @@ def _container_writes(container: VariableTracker, codegen: OutputCodegen) -> lis
     return [f"list.__setitem__({target}, slice(None), {value})"]
 
 
-def _writable(value: VariableTracker) -> bool:
+def _writable(value: Tracker) -> bool:
     """A value a write made before a failing operation can be given as it was then: settled
     (see :func:`_settled`), or computed by the graph: a tensor object (its later in-place
     changes happen to that same object, in eager too) or a symbolic number. The error path
@@ -319,7 +316,7 @@ def _writable(value: VariableTracker) -> bool:
     return issubclass(kind, torch.Tensor) and getattr(value, "node", None) is not None
 
 
-def _settled(value: VariableTracker) -> bool:
+def _settled(value: Tracker) -> bool:
     """A value that is the same object with the same contents at any point of the trace: a real
     object reached through a source, or an immutable constant. (Read from the trackers' types,
     never their values: reading a float input's value would guard it.)"""
@@ -331,7 +328,7 @@ def _settled(value: VariableTracker) -> bool:
     return value.is_constant() and kind not in (list, dict, set, bytearray)
 
 
-def _target_expr(target: Source, codegen: OutputCodegen) -> str:
+def _target_expr(target: Source, codegen: Codegen) -> str:
     """An assignment target whose object is fetched before any write (hoisted)."""
     if isinstance(target, AttrSource):
         return f"{codegen.hoist(target.base.expr())}.{target.attr}"

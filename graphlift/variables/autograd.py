@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch.autograd.function import FunctionCtx
 
 from graphlift.exc import Unsupported
-from graphlift.variables.base import VariableTracker
+from graphlift.variables.base import Translator, VariableTracker
 from graphlift.variables.constant import ConstantVariable
 from graphlift.variables.containers import TupleVariable
 from graphlift.variables.context import set_grad_mode
@@ -36,14 +36,11 @@ from graphlift.variables.functions import CALL_HANDLERS, UserFunctionVariable
 from graphlift.variables.objects import ClassVariable, UserObjectVariable
 from graphlift.variables.tensor import TensorVariable, call_torch, to_fake
 
-if TYPE_CHECKING:
-    from graphlift.translator import InstructionTranslator
-
 # The function under the ``Function.apply`` classmethod, which ``cls.apply`` binds to ``cls``.
 FUNCTION_APPLY = torch.autograd.Function.apply.__func__
 
 
-def apply_autograd_function(tx: InstructionTranslator, args: list[VariableTracker],
+def apply_autograd_function(tx: Translator, args: list[VariableTracker],
                             kwargs: dict[str, VariableTracker]) -> VariableTracker:
     """``cls.apply(*args)``: ``args[0]`` is the class, the rest its arguments."""
     owner, *rest = args
@@ -88,7 +85,7 @@ def _any_requires_grad(args: list[VariableTracker]) -> bool:
     return False
 
 
-def _inline_forward(tx: InstructionTranslator, cls: type,
+def _inline_forward(tx: Translator, cls: type,
                     args: list[VariableTracker]) -> VariableTracker:
     """``cls.forward`` inlined with grad mode off, as ``apply`` runs it; no backward is needed."""
     forward = UserFunctionVariable(cls.forward)

@@ -1,16 +1,25 @@
-"""VariableTracker: the symbolic value the translator pushes on its stack instead of a real one."""
+"""VariableTracker: the symbolic value the translator pushes on its stack instead of a real one.
+
+Trackers are called by layers above them: the translator (``graphlift.translator``) and the code
+generator (``graphlift.codegen``). They get each as an argument, ``tx`` and ``codegen``, typed as
+a protocol of what a tracker may ask of it: :class:`Translator` here, ``rebuild.Codegen``. The
+variables layer never names the modules above it; ``tests/test_layers.py`` checks that, and that
+the real classes have every member a protocol names.
+"""
 
 from __future__ import annotations
 
+import types
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from graphlift.exc import Unsupported
+from graphlift.rebuild import Codegen
 from graphlift.sources import Source
 
 if TYPE_CHECKING:
-    from graphlift.codegen import OutputCodegen
-    from graphlift.translator import InstructionTranslator
+    from graphlift.guards import GuardBuilder
+    from graphlift.output_graph import OutputGraph
 
 
 class VariableTracker:
@@ -44,39 +53,39 @@ class VariableTracker:
     def as_constant(self) -> Any:
         raise Unsupported(f"{self!r} is not a constant known while tracing")
 
-    def truthy(self, tx: InstructionTranslator) -> bool:
+    def truthy(self, tx: Translator) -> bool:
         """The value of ``bool(v)`` while tracing, for branches."""
         raise Unsupported(f"cannot branch on {self!r} while tracing",
                           break_type="data_dependent_branch")
 
     # -- operations ----------------------------------------------------------------------------
-    def var_getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def var_getattr(self, tx: Translator, name: str) -> VariableTracker:
         raise Unsupported(f"attribute {name!r} of {self!r}")
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Translator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         raise Unsupported(f"calling {self!r}")
 
-    def call_method(self, tx: InstructionTranslator, name: str, args: list[VariableTracker],
+    def call_method(self, tx: Translator, name: str, args: list[VariableTracker],
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
         return self.var_getattr(tx, name).call(tx, args, kwargs)
 
-    def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def unpack(self, tx: Translator) -> list[VariableTracker]:
         """The items, for unpacking, ``*args`` and iteration."""
         raise Unsupported(f"cannot iterate over or unpack {self!r}")
 
-    def iterate(self, tx: InstructionTranslator) -> Iterator[VariableTracker]:
+    def iterate(self, tx: Translator) -> Iterator[VariableTracker]:
         """The items one at a time, as an iterating C function pulls them (``list.extend``):
         an iterator makes each item only when the consumer asks for it."""
         return iter(self.unpack(tx))
 
-    def mapping_items(self, tx: InstructionTranslator) -> dict[Any, VariableTracker] | None:
+    def mapping_items(self, tx: Translator) -> dict[Any, VariableTracker] | None:
         """The items that CPython's dict merge reads directly (``dict.update(v)``, ``{**v}``):
         those of a dict, or of a dict subclass that keeps dict's ``__iter__``; else None."""
         return None
 
     # -- leaving the graph ---------------------------------------------------------------------
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         """A Python expression that rebuilds this value after the graph has run."""
         if self.source is not None:
             return codegen.source_expr(self.source)
@@ -127,3 +136,100 @@ def lookup_class_attr(cls: type, name: str, start_after: type | None = None) -> 
         if name in klass.__dict__:
             return klass.__dict__[name]
     return MISSING
+
+
+# -- what a tracker may ask of the layers above it ---------------------------------------------
+class Translator(Protocol):
+    """The frame being traced, as a tracker gets it (``tx``): ``translator.InstructionTranslator``
+    for the compiled frame, ``translator.InliningTranslator`` for an inlined callee."""
+
+    output: OutputGraph
+    """The FX graph, fake tensors and side-effect ledger the frame traces into."""
+    guards: GuardBuilder
+    """The cache entry's guards: what the graph assumes about the inputs."""
+    builder: Builder
+    """Wraps a value read from the inputs in its tracker, with its guards."""
+    code: types.CodeType
+    """The code object of the frame."""
+    f_globals: dict[str, Any]
+    """The frame's globals."""
+    symbolic_locals: dict[str, VariableTracker]
+    """The frame's locals that have trackers (read or assigned so far)."""
+    unread_arguments: dict[str, Any]
+    """The real values of the arguments not read yet (wrapped, and guarded, when first read)."""
+    cells: dict[str, Cell]
+    """The frame's cells by name: its free variables and the cells it made."""
+
+    def root(self) -> RootTranslator:
+        """The translator of the compiled frame itself."""
+
+    def inline_call(self, fn: VariableTracker, args: list[VariableTracker],
+                    kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        """Trace a call to the user function ``fn`` into the graph; returns its result."""
+
+    def wrap_unguarded(self, value: Any) -> VariableTracker:
+        """A tracker for a value reached through something already guarded."""
+
+    def bind_class_attr(self, obj: VariableTracker, cls: type, name: str, attr: Any,
+                        attr_source: Source | None) -> VariableTracker:
+        """What ``obj.name`` gives for the class attribute ``attr`` (methods bind)."""
+
+    def is_same(self, left: VariableTracker, right: VariableTracker) -> bool:
+        """``left is right`` where the answer is certain (guarded for two inputs)."""
+
+    def sandbox_outputs(self, fn: types.FunctionType, args: list[VariableTracker],
+                        kwargs: dict[str, VariableTracker]) -> Any:
+        """The fake outputs of ``fn(*args, **kwargs)`` traced into a throwaway graph."""
+
+    def mark_mutated(self, value: VariableTracker) -> None:
+        """Record that the graph mutates ``value`` in place (for aliasing guards and DCE)."""
+
+    def binary_op(self, op: Any, left: VariableTracker, right: VariableTracker) -> \
+            VariableTracker:
+        """``op(left, right)`` for an ``operator`` function (``operator.add``, ``operator.iadd``),
+        as BINARY_OP runs it."""
+
+    def compare(self, symbol: str, left: VariableTracker, right: VariableTracker) -> \
+            VariableTracker:
+        """``left <symbol> right`` (``"<"``, ``"=="``...), as COMPARE_OP runs it."""
+
+    def contains(self, container: VariableTracker, item: VariableTracker) -> bool:
+        """``item in container``, as CONTAINS_OP runs it."""
+
+    def subscript(self, obj: VariableTracker, index: VariableTracker) -> VariableTracker:
+        """``obj[index]``, as BINARY_SUBSCR runs it."""
+
+    def store_subscript(self, obj: VariableTracker, index: VariableTracker,
+                        value: VariableTracker) -> None:
+        """``obj[index] = value``, as STORE_SUBSCR runs it."""
+
+    def delete_subscript(self, obj: VariableTracker, index: VariableTracker) -> None:
+        """``del obj[index]``, as DELETE_SUBSCR runs it."""
+
+
+class RootTranslator(Translator, Protocol):
+    """The translator of the compiled frame (``tx.root()``), which also knows the real call."""
+
+    frame_fn: types.FunctionType
+    """The compiled function."""
+    frame_arguments: dict[str, Any]
+    """The real values of its arguments, by name."""
+
+
+class Builder(Protocol):
+    """What a tracker may ask of ``tx.builder`` (``builder.VariableBuilder``)."""
+
+    tx: Translator
+    """The translator the builder wraps values for."""
+
+    def wrap(self, value: Any, source: Source) -> VariableTracker:
+        """The tracker for ``value`` found at ``source``; the same source gives the same
+        tracker."""
+
+
+class Cell(Protocol):
+    """A cell of the frame (``tx.cells[name]``, a ``functions.CellVariable``)."""
+
+    def load(self, tx: Translator, name: str) -> VariableTracker:
+        """The cell's contents (``name`` is the variable, for the error when it is empty)."""
+

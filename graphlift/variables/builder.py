@@ -15,7 +15,7 @@ import functools
 import gc
 import os
 import types
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -32,7 +32,7 @@ from graphlift.sources import (
     ViewDictSource,
     is_module_member,
 )
-from graphlift.variables.base import VariableTracker, lookup_class_attr
+from graphlift.variables.base import Translator, VariableTracker, lookup_class_attr
 from graphlift.variables.callables import (
     StandInObjectVariable,
     is_classified_callable,
@@ -68,13 +68,11 @@ from graphlift.variables.subclasses import is_builtin_subclass_object, wrap_buil
 from graphlift.variables.symbolic import wrap_scalar_input
 from graphlift.variables.tensor import TensorMethodVariable, TensorVariable
 
-if TYPE_CHECKING:
-    from graphlift.translator import InstructionTranslator
 
 class VariableBuilder:
     """Wraps values read from the frame's inputs, guarding what the trace relies on."""
 
-    def __init__(self, tx: InstructionTranslator) -> None:
+    def __init__(self, tx: Translator) -> None:
         self.tx = tx
         self._by_source: dict[Source, VariableTracker] = {}
         self._mutable_by_id: dict[int, VariableTracker] = {}
@@ -413,7 +411,7 @@ def _has_identity(value: Any) -> bool:
         and not is_constant_value(value) and hasattr(value, "__dict__"))
 
 
-def wrap_unguarded(tx: InstructionTranslator, value: Any) -> VariableTracker:
+def wrap_unguarded(tx: Translator, value: Any) -> VariableTracker:
     """Wrap a value reached through something already guarded (torch's namespace, a constant):
     the build of the first row of ``UNGUARDED_ROWS`` whose test matches."""
     build = next(build for test, build in UNGUARDED_ROWS if test(value))
@@ -421,48 +419,48 @@ def wrap_unguarded(tx: InstructionTranslator, value: Any) -> VariableTracker:
 
 
 # -- the builds of UNGUARDED_ROWS: trackers without a source, so without guards ---------------
-def _refuse_tensor(tx: InstructionTranslator, value: torch.Tensor) -> VariableTracker:
+def _refuse_tensor(tx: Translator, value: torch.Tensor) -> VariableTracker:
     """A tensor: refused, since a graph input needs a source to be fed from and guarded at."""
     raise Unsupported("a tensor reached without a source cannot become a graph input")
 
 
-def _unguarded_constant(tx: InstructionTranslator, value: Any) -> VariableTracker:
+def _unguarded_constant(tx: Translator, value: Any) -> VariableTracker:
     """A constant or an enum member."""
     return ConstantVariable(value)
 
 
-def _unguarded_python_module(tx: InstructionTranslator,
+def _unguarded_python_module(tx: Translator,
                              value: types.ModuleType) -> VariableTracker:
     """A Python module, its attributes read through it."""
     return PythonModuleVariable(value)
 
 
-def _unguarded_tuple(tx: InstructionTranslator, value: tuple) -> VariableTracker:
+def _unguarded_tuple(tx: Translator, value: tuple) -> VariableTracker:
     """A tuple, its items wrapped unguarded too."""
     return TupleVariable([wrap_unguarded(tx, v) for v in value])
 
 
-def _unguarded_dict(tx: InstructionTranslator, value: dict) -> VariableTracker:
+def _unguarded_dict(tx: Translator, value: dict) -> VariableTracker:
     """A dict with constant keys, its values wrapped unguarded too."""
     return DictVariable({k: wrap_unguarded(tx, v) for k, v in value.items()})
 
 
-def _unguarded_nn_module(tx: InstructionTranslator, value: torch.nn.Module) -> VariableTracker:
+def _unguarded_nn_module(tx: Translator, value: torch.nn.Module) -> VariableTracker:
     """An ``nn.Module``."""
     return NNModuleVariable(value)
 
 
-def _unguarded_lru_cache(tx: InstructionTranslator, value: Any) -> VariableTracker:
+def _unguarded_lru_cache(tx: Translator, value: Any) -> VariableTracker:
     """A ``functools.lru_cache`` wrapper."""
     return LruCacheVariable(value)
 
 
-def _unguarded_environ(tx: InstructionTranslator, value: Any) -> VariableTracker:
+def _unguarded_environ(tx: Translator, value: Any) -> VariableTracker:
     """``os.environ``: each variable read guards its own value."""
     return EnvironVariable(value)
 
 
-def _unguarded_object(tx: InstructionTranslator, value: Any) -> VariableTracker:
+def _unguarded_object(tx: Translator, value: Any) -> VariableTracker:
     """Any other object, its attributes read through it."""
     return UserObjectVariable(value)
 

@@ -12,7 +12,7 @@ import inspect
 import operator
 import types
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -21,7 +21,13 @@ from graphlift.config import config
 from graphlift.exc import Unsupported
 from graphlift.polyfills import polyfill_for
 from graphlift.sources import LocalSource
-from graphlift.variables.base import TracedException, VariableTracker, lookup_class_attr, raise_real
+from graphlift.variables.base import (
+    TracedException,
+    Translator,
+    VariableTracker,
+    lookup_class_attr,
+    raise_real,
+)
 from graphlift.variables.constant import ConstantVariable, wrap_constant
 from graphlift.variables.containers import (
     DictVariable,
@@ -55,10 +61,6 @@ from graphlift.variables.objects import (
 )
 from graphlift.variables.symbolic import int_of, size_variable
 from graphlift.variables.tensor import TensorVariable, call_torch
-
-if TYPE_CHECKING:
-    from graphlift.translator import InstructionTranslator
-
 
 
 def _len(tx, args, kwargs):
@@ -624,7 +626,7 @@ class BuiltinVariable(VariableTracker):
                               break_type="user_exception") from error
         return wrap_constant(value) if not callable(value) else BuiltinVariable(value)
 
-    def call(self, tx: InstructionTranslator, args, kwargs):
+    def call(self, tx: Translator, args, kwargs):
         if isinstance(self.fn, type) and issubclass(self.fn, BaseException):
             return ExceptionVariable(self.fn, args)
         if trace_rules.is_builtin_method(self.fn):  # dict.get(d, k), object.__setattr__(...)

@@ -15,16 +15,17 @@ class or operator met while tracing, and returns the tracker that does it:
 from __future__ import annotations
 
 import types
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from graphlift import trace_rules
 from graphlift.exc import Unsupported
+from graphlift.rebuild import Codegen
 from graphlift.sources import AttrSource, Source
 from graphlift.trace_rules import Decision, Kind
 from graphlift.variables import autograd  # noqa: F401  (registers Function.apply's handler)
-from graphlift.variables.base import VariableTracker, lookup_class_attr, raise_real
+from graphlift.variables.base import Translator, VariableTracker, lookup_class_attr, raise_real
 from graphlift.variables.builtins import BuiltinVariable
 from graphlift.variables.constant import wrap_constant
 from graphlift.variables.distributed import DistributedFunctionVariable
@@ -33,10 +34,6 @@ from graphlift.variables.iterators import GeneratorVariable, LazyIteratorVariabl
 from graphlift.variables.numpy import NumpyFunctionVariable
 from graphlift.variables.objects import ClassVariable, UserObjectVariable, bind_class_attr
 from graphlift.variables.tensor import TorchCallableVariable, call_torch
-
-if TYPE_CHECKING:
-    from graphlift.codegen import OutputCodegen
-    from graphlift.translator import InstructionTranslator
 
 # Kinds of values the trace rules classify (callable instances of user classes are objects).
 CALLABLE_TYPES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
@@ -51,7 +48,7 @@ def is_classified_callable(value: Any) -> bool:
         (callable(value) and trace_rules.is_third_party(value))
 
 
-def wrap_callable(tx: InstructionTranslator, value: Any,
+def wrap_callable(tx: Translator, value: Any,
                   source: Source | None = None) -> VariableTracker:
     """The tracker for a callable, as the trace rules decide. The caller installs its guard."""
     decision = trace_rules.lookup(value)
@@ -82,7 +79,7 @@ def wrap_callable(tx: InstructionTranslator, value: Any,
     return UserFunctionVariable(value, source)
 
 
-def _wrap_part(tx: InstructionTranslator, value: Any, source: Source | None,
+def _wrap_part(tx: Translator, value: Any, source: Source | None,
                attr: str) -> VariableTracker:
     """A part of a callable (a bound method's function or object), guarded through its source."""
     if source is None:
@@ -117,7 +114,7 @@ class SkippedFunctionVariable(VariableTracker):
             return wrap_constant(getattr(self.fn, name, None))
         raise Unsupported(f"attribute {name!r} of the skipped function {self.describe()}")
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         return codegen.source_expr(self.source) if self.source else codegen.constant(self.fn)
 
 
@@ -176,7 +173,7 @@ class PolyfillVariable(VariableTracker):
                               break_type="user_exception") from error
         return tx.wrap_unguarded(value)
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         if self.source is not None:
             return codegen.source_expr(self.source)
         return codegen.constant(self.original)
@@ -269,5 +266,5 @@ class AllowedFunctionVariable(VariableTracker):
                 hints=("pass allow_in_graph(fn, fake=...) computing the outputs' shapes",),
             ) from error
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         return codegen.source_expr(self.source) if self.source else codegen.constant(self.fn)

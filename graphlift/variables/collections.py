@@ -10,19 +10,17 @@ primitives) or skip it. Containers read from the inputs are read-only: writing a
 from __future__ import annotations
 
 import collections
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from graphlift import trace_rules
 from graphlift.exc import Unsupported
+from graphlift.rebuild import Codegen
 from graphlift.variables.base import VariableTracker, raise_real
 from graphlift.variables.builtins import BUILTIN_HANDLERS
 from graphlift.variables.constant import ConstantVariable
 from graphlift.variables.containers import DictMethodVariable, DictVariable, ListVariable
 from graphlift.variables.functions import UserMethodVariable
 from graphlift.variables.objects import register_constructors
-
-if TYPE_CHECKING:
-    from graphlift.codegen import OutputCodegen
 
 _MADE_BY_LIST_CODE = object()  # maxlen when list code builds a deque (``d + d``, ``d * 2``)
 
@@ -98,7 +96,7 @@ class DequeVariable(ListVariable):
             return DequeMethodVariable(self, name)
         return method_of(tx, self, collections.deque, name)
 
-    def reconstruct_literal(self, codegen: OutputCodegen) -> str:
+    def reconstruct_literal(self, codegen: Codegen) -> str:
         items = ", ".join(i.reconstruct(codegen) for i in self.items)
         return f"{codegen.constant(collections.deque)}([{items}], {self.maxlen!r})"
 
@@ -158,7 +156,7 @@ class OrderedDictVariable(DictVariable):
     def copy(self) -> DictVariable:
         return type(self)(dict(self.items))
 
-    def reconstruct_literal(self, codegen: OutputCodegen) -> str:
+    def reconstruct_literal(self, codegen: Codegen) -> str:
         return f"{codegen.constant(self.dict_class)}({super().reconstruct_literal(codegen)})"
 
 
@@ -185,7 +183,7 @@ class DefaultDictVariable(OrderedDictVariable):
     def copy(self) -> DictVariable:
         return DefaultDictVariable(dict(self.items), self.default_factory)
 
-    def reconstruct_literal(self, codegen: OutputCodegen) -> str:
+    def reconstruct_literal(self, codegen: Codegen) -> str:
         factory = self.default_factory.reconstruct(codegen)
         items = DictVariable.reconstruct_literal(self, codegen)
         return f"{codegen.constant(collections.defaultdict)}({factory}, {items})"

@@ -5,16 +5,13 @@ from __future__ import annotations
 import enum
 import operator
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from graphlift.exc import Unsupported
-from graphlift.variables.base import VariableTracker, raise_real
-
-if TYPE_CHECKING:
-    from graphlift.codegen import OutputCodegen
-    from graphlift.translator import InstructionTranslator
+from graphlift.rebuild import Codegen
+from graphlift.variables.base import Translator, VariableTracker, raise_real
 
 # Immutable values that may be folded and baked into generated code.
 CONSTANT_TYPES: tuple[type, ...] = (
@@ -49,10 +46,10 @@ class ConstantVariable(VariableTracker):
     def as_constant(self) -> Any:
         return self.value
 
-    def truthy(self, tx: InstructionTranslator) -> bool:
+    def truthy(self, tx: Translator) -> bool:
         return bool(self.value)
 
-    def var_getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def var_getattr(self, tx: Translator, name: str) -> VariableTracker:
         try:
             attr = getattr(self.value, name)
         except AttributeError as error:
@@ -61,12 +58,12 @@ class ConstantVariable(VariableTracker):
             return ConstantMethodVariable(self, name)
         return wrap_constant(attr)
 
-    def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def unpack(self, tx: Translator) -> list[VariableTracker]:
         if isinstance(self.value, (tuple, str, torch.Size, range, frozenset, bytes)):
             return [wrap_constant(v) for v in self.value]
         return super().unpack(tx)
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         return codegen.constant(self.value)
 
 
@@ -90,7 +87,7 @@ class LazyConstantVariable(ConstantVariable):
             self._guards = None
         return self._value
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         if self._guards is not None:
             # Never read: passed on as it is, read before the ledger writes back (``lst.pop()``
             # carried to a break must not read the list after the pop).

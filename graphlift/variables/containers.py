@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import types
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from graphlift.exc import Unsupported
-from graphlift.variables.base import VariableTracker, lookup_class_attr, raise_real
+from graphlift.rebuild import Codegen
+from graphlift.variables.base import Translator, VariableTracker, lookup_class_attr, raise_real
 from graphlift.variables.constant import CONTAINER_WRAPPERS, ConstantVariable, wrap_constant
-
-if TYPE_CHECKING:
-    from graphlift.codegen import OutputCodegen
-    from graphlift.translator import InstructionTranslator
 
 
 class BaseListVariable(VariableTracker):
@@ -44,13 +41,13 @@ class BaseListVariable(VariableTracker):
     def as_constant(self) -> Any:
         return self.python_container(i.as_constant() for i in self.items)
 
-    def truthy(self, tx: InstructionTranslator) -> bool:
+    def truthy(self, tx: Translator) -> bool:
         return bool(self.items)
 
-    def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def unpack(self, tx: Translator) -> list[VariableTracker]:
         return list(self.items)
 
-    def getitem(self, tx: InstructionTranslator, index: VariableTracker) -> VariableTracker:
+    def getitem(self, tx: Translator, index: VariableTracker) -> VariableTracker:
         key = index.as_constant()
         if isinstance(key, slice):
             return type(self)(self.items[key]) if type(self) is not TupleVariable \
@@ -60,12 +57,12 @@ class BaseListVariable(VariableTracker):
         except (IndexError, TypeError) as error:
             raise raise_real(error) from error  # catchable inside the frame, like eager
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         if self.source is not None:
             return codegen.source_expr(self.source)  # mutations are written back by the ledger
         return codegen.remember(self, self.reconstruct_literal)
 
-    def reconstruct_literal(self, codegen: OutputCodegen) -> str:
+    def reconstruct_literal(self, codegen: Codegen) -> str:
         """A new container with the tracked items."""
         return self._literal(", ".join(i.reconstruct(codegen) for i in self.items))
 
@@ -109,7 +106,7 @@ class TupleVariable(BaseListVariable):
             return f"({body},)" if self.items else "()"
         raise NotImplementedError  # reconstruct() handles named tuples with the codegen
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         if self.tuple_class is tuple or self.source is not None:
             return super().reconstruct(codegen)
         body = ", ".join(i.reconstruct(codegen) for i in self.items)
@@ -258,14 +255,14 @@ class SetVariable(VariableTracker):
             tx.output.side_effects.mutate_container(self)
         self.mutated = True
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         if self.frozen:
             return codegen.constant(frozenset(self.items))
         if self.source is not None:
             return codegen.source_expr(self.source)  # mutations are written back by the ledger
         return codegen.remember(self, self.reconstruct_literal)
 
-    def reconstruct_literal(self, codegen: OutputCodegen) -> str:
+    def reconstruct_literal(self, codegen: Codegen) -> str:
         """A new set with the tracked items."""
         return f"set({codegen.constant(tuple(self.items))})"
 
@@ -321,7 +318,7 @@ class DictVariable(VariableTracker):
     def as_constant(self) -> Any:
         return {k: v.as_constant() for k, v in self.items.items()}
 
-    def truthy(self, tx: InstructionTranslator) -> bool:
+    def truthy(self, tx: Translator) -> bool:
         return bool(self.items)
 
     def unpack(self, tx):
@@ -339,12 +336,12 @@ class DictVariable(VariableTracker):
     def var_getattr(self, tx, name):
         return DictMethodVariable(self, name)
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         if self.source is not None:
             return codegen.source_expr(self.source)  # mutations are written back by the ledger
         return codegen.remember(self, self.reconstruct_literal)
 
-    def reconstruct_literal(self, codegen: OutputCodegen) -> str:
+    def reconstruct_literal(self, codegen: Codegen) -> str:
         body = ", ".join(f"{codegen.constant(k)}: {v.reconstruct(codegen)}"
                          for k, v in self.items.items())
         return "{" + body + "}"
@@ -430,10 +427,10 @@ class DictViewVariable(VariableTracker):
             if self.kind != "keys" else dict.fromkeys(self.dict.items)
         return getattr(values, self.kind)()
 
-    def truthy(self, tx: InstructionTranslator) -> bool:
+    def truthy(self, tx: Translator) -> bool:
         return bool(self.dict.items)
 
-    def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def unpack(self, tx: Translator) -> list[VariableTracker]:
         items = self.dict.items
         if self.kind == "keys":
             return [wrap_constant(k) for k in items]
@@ -446,7 +443,7 @@ class DictViewVariable(VariableTracker):
             raise Unsupported("dict view .mapping (a read-only proxy) is not modelled")
         return ConstantVariable(self.as_constant()).var_getattr(tx, name)  # isdisjoint...
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         if self.source is not None:
             return codegen.source_expr(self.source)  # the very view object from the inputs
         return f"{self.dict.reconstruct(codegen)}.{self.kind}()"  # a view of the same dict
@@ -456,7 +453,7 @@ class DictViewVariable(VariableTracker):
 DICT_VIEW_TYPES = {type(getattr({}, kind)()): kind for kind in ("keys", "values", "items")}
 
 
-def mapping_pairs(tx: InstructionTranslator, other: VariableTracker,
+def mapping_pairs(tx: Translator, other: VariableTracker,
                   mapping_only: bool = False) -> list[tuple[VariableTracker, VariableTracker]]:
     """The (key, value) pairs that ``dict.update(other)`` reads: a dict's items directly, a
     mapping's through ``keys()`` and subscripts, else the pairs that iterating ``other`` gives

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING
 
 import torch
 
 from graphlift.exc import Unsupported
 from graphlift.resume import GRAD_MODE_EXITS
-from graphlift.variables.base import VariableTracker
+from graphlift.variables.base import Translator, VariableTracker
 from graphlift.variables.constant import ConstantVariable
-
-if TYPE_CHECKING:
-    from graphlift.translator import InstructionTranslator
 
 
 class GradModeVariable(VariableTracker):
@@ -38,13 +34,13 @@ class GradModeVariable(VariableTracker):
         return torch.set_grad_enabled if self.applied_now else \
             (torch.no_grad if not self.mode else torch.enable_grad)
 
-    def enter(self, tx: InstructionTranslator) -> VariableTracker:
+    def enter(self, tx: Translator) -> VariableTracker:
         if not self.applied_now:
             self.previous = torch.is_grad_enabled()
             set_grad_mode(tx, self.mode)
         return ConstantVariable(None)
 
-    def exit(self, tx: InstructionTranslator) -> VariableTracker:
+    def exit(self, tx: Translator) -> VariableTracker:
         set_grad_mode(tx, self.previous)
         return ConstantVariable(None)
 
@@ -74,7 +70,7 @@ class ContextMethodVariable(VariableTracker):
         return codegen.constant(GRAD_MODE_EXITS[bool(self.manager.previous)])
 
 
-def set_grad_mode(tx: InstructionTranslator, mode: bool) -> None:
+def set_grad_mode(tx: Translator, mode: bool) -> None:
     """Switch grad mode for the trace and in the graph (a no-op node is skipped)."""
     if torch.is_grad_enabled() == mode:
         return
@@ -103,13 +99,13 @@ class AutocastVariable(VariableTracker):
     def python_type(self) -> type:
         return torch.autocast
 
-    def enter(self, tx: InstructionTranslator) -> VariableTracker:
+    def enter(self, tx: Translator) -> VariableTracker:
         tx.output.enter_real_context(torch.amp.autocast_mode._enter_autocast(*self.arguments))
         self.node = tx.output.create_node("call_function", torch.amp._enter_autocast,
                                           self.arguments, {}, mutates=True)
         return ConstantVariable(None)
 
-    def exit(self, tx: InstructionTranslator) -> VariableTracker:
+    def exit(self, tx: Translator) -> VariableTracker:
         tx.output.exit_real_context()
         tx.output.create_node("call_function", torch.amp._exit_autocast, (self.node,), {},
                               mutates=True)
@@ -121,7 +117,7 @@ class AutocastVariable(VariableTracker):
         raise Unsupported(f"attribute {name!r} of {self.describe()}")
 
 
-def make_autocast(tx: InstructionTranslator, args: list, kwargs: dict) -> AutocastVariable:
+def make_autocast(tx: Translator, args: list, kwargs: dict) -> AutocastVariable:
     """Bind torch.autocast's arguments (all must be constants known while tracing)."""
     bound = inspect.signature(torch.autocast.__init__).bind(
         None, *(a.as_constant() for a in args), **{k: v.as_constant() for k, v in kwargs.items()})

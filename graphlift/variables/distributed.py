@@ -29,20 +29,17 @@ baking in the old rank, size or group name.
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from graphlift import trace_rules
 from graphlift.exc import Unsupported
-from graphlift.variables.base import VariableTracker
+from graphlift.rebuild import Codegen
+from graphlift.variables.base import Translator, VariableTracker
 from graphlift.variables.constant import ConstantVariable, wrap_constant
 from graphlift.variables.containers import BaseListVariable
 from graphlift.variables.tensor import TensorVariable, call_torch
-
-if TYPE_CHECKING:
-    from graphlift.codegen import OutputCodegen
-    from graphlift.translator import InstructionTranslator
 
 AVAILABLE = torch.distributed.is_available()
 if AVAILABLE:
@@ -62,7 +59,7 @@ def default_group() -> Any:
     return c10d._world.default_pg
 
 
-def _guard_default_group(tx: InstructionTranslator) -> Any:
+def _guard_default_group(tx: Translator) -> Any:
     """The default group, and a guard that it stays this object."""
     group = default_group()
     tx.guards.global_switch(default_group, "torch.distributed.group.WORLD", group)
@@ -96,7 +93,7 @@ class ProcessGroupVariable(VariableTracker):
             return GroupMethodVariable(self.group, name)
         raise Unsupported(f"ProcessGroup.{name} is not traced")
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         return codegen.source_expr(self.source) if self.source else codegen.constant(self.group)
 
 
@@ -140,11 +137,11 @@ class WorldVariable(VariableTracker):
             return wrap_constant(self.cls.NON_GROUP_MEMBER)
         raise Unsupported(f"torch.distributed.{self.cls.__name__}.{name} is not traced")
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         return codegen.source_expr(self.source) if self.source else codegen.constant(self.cls)
 
 
-def resolve_group(tx: InstructionTranslator, group: VariableTracker | None) -> Any:
+def resolve_group(tx: Translator, group: VariableTracker | None) -> Any:
     """The process group a collective or query names (None: the default one, guarded)."""
     if group is None or (group.is_constant() and group.as_constant() is None):
         found = _guard_default_group(tx)
@@ -350,7 +347,7 @@ class DistributedFunctionVariable(VariableTracker):
         COLLECTIVES[self.fn](tx, bound, group)
         return WorkVariable(self.describe()) if async_op else ConstantVariable(None)
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         return codegen.source_expr(self.source) if self.source else codegen.constant(self.fn)
 
 
@@ -372,7 +369,7 @@ class WorkVariable(VariableTracker):
             return WorkMethodVariable(self, name)
         raise Unsupported(f"Work.{name} is not traced")
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         raise Unsupported(f"the {self.describe()} cannot leave the compiled frame",
                           hints=("call work.wait() inside the compiled function",))
 
@@ -390,7 +387,7 @@ class WorkMethodVariable(VariableTracker):
         return ConstantVariable(True)
 
 
-def wrap_distributed(tx: InstructionTranslator, value: Any, source=None) -> VariableTracker:
+def wrap_distributed(tx: Translator, value: Any, source=None) -> VariableTracker:
     """The tracker for a value :func:`is_distributed_value` accepts."""
     if source is not None:
         tx.guards.id_match(source, value)  # a group, dist.group or a function: by identity

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from graphlift import bytecode
 from graphlift.exc import Unsupported
+from graphlift.rebuild import Codegen
 from graphlift.sources import (
     FN_NAME,
     GLOBALS_NAME,
@@ -22,13 +23,9 @@ from graphlift.sources import (
     ModuleGlobalsSource,
     Source,
 )
-from graphlift.variables.base import VariableTracker
+from graphlift.variables.base import Translator, VariableTracker
 from graphlift.variables.constant import ConstantVariable, is_constant_value
 from graphlift.variables.containers import DictVariable, TupleVariable
-
-if TYPE_CHECKING:
-    from graphlift.codegen import OutputCodegen
-    from graphlift.translator import InstructionTranslator
 
 CO_VARARGS, CO_VARKEYWORDS = 0x04, 0x08
 
@@ -54,7 +51,7 @@ class CellVariable(VariableTracker):
     def describe(self) -> str:
         return f"cell {self.contents!r}"
 
-    def load(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def load(self, tx: Translator, name: str) -> VariableTracker:
         if self.contents is None and self.contents_source is not None:
             try:
                 value = self.real_cell.cell_contents
@@ -67,7 +64,7 @@ class CellVariable(VariableTracker):
                               break_type="user_exception")
         return self.contents
 
-    def store(self, tx: InstructionTranslator, value: VariableTracker) -> None:
+    def store(self, tx: Translator, value: VariableTracker) -> None:
         if self.contents_source is not None:
             # A cell of a function from the inputs: written back after the graph runs.
             tx.output.side_effects.store(self.contents_source, value)
@@ -85,13 +82,13 @@ class BaseUserFunctionVariable(VariableTracker):
     def python_type(self) -> type:
         return types.FunctionType
 
-    def defaults(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def defaults(self, tx: Translator) -> list[VariableTracker]:
         raise NotImplementedError
 
-    def kwdefaults(self, tx: InstructionTranslator) -> dict[str, VariableTracker]:
+    def kwdefaults(self, tx: Translator) -> dict[str, VariableTracker]:
         raise NotImplementedError
 
-    def closure_cells(self, tx: InstructionTranslator) -> list[CellVariable]:
+    def closure_cells(self, tx: Translator) -> list[CellVariable]:
         raise NotImplementedError
 
     def globals_source(self) -> Source | None:
@@ -181,7 +178,7 @@ class UserFunctionVariable(BaseUserFunctionVariable):
             return imported  # bound directly, not walked to through the function every call
         return AttrSource(self.source, "__globals__") if self.source is not None else None
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         return codegen.source_expr(self.source) if self.source else codegen.constant(self.fn)
 
 
@@ -216,7 +213,7 @@ def definition_source(fn: types.FunctionType) -> Source | None:
     return source if value is fn else None
 
 
-def _wrap_unsourced(tx: InstructionTranslator, value: Any) -> VariableTracker:
+def _wrap_unsourced(tx: Translator, value: Any) -> VariableTracker:
     return tx.wrap_unguarded(value)
 
 
@@ -263,7 +260,7 @@ class NestedFunctionVariable(BaseUserFunctionVariable):
     def globals_source(self) -> Source | None:
         return self._globals_source
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         """The function made anew after the graph (alive at a graph break, or returned).
 
         Only when its cells are cells of the inputs' functions: a cell of the frame itself is
@@ -280,7 +277,7 @@ class NestedFunctionVariable(BaseUserFunctionVariable):
             cells.append(_cell_expr(cell.contents_source))
         return codegen.remember(self, lambda cg: self._make(cg, cells))
 
-    def _make(self, codegen: OutputCodegen, cells: list[str]) -> str:
+    def _make(self, codegen: Codegen, cells: list[str]) -> str:
         defaults = ", ".join(d.reconstruct(codegen) for d in self._defaults)
         kwdefaults = ", ".join(f"{k!r}: {v.reconstruct(codegen)}"
                                for k, v in self._kwdefaults.items())
@@ -344,12 +341,12 @@ class LruCacheVariable(VariableTracker):
                               "result that is not an immutable constant, so the cache matters")
         return result
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         return codegen.source_expr(self.source) if self.source else \
             codegen.constant(self.wrapper)
 
 
-def call_marked_constant(tx: InstructionTranslator, marked: Any, fn: Any,
+def call_marked_constant(tx: Translator, marked: Any, fn: Any,
                          args: list[VariableTracker], kwargs: dict[str, VariableTracker]
                          ) -> VariableTracker | None:
     """``fn(*args)`` run for real while tracing, its result a constant, when ``marked`` carries
@@ -400,7 +397,7 @@ class UserMethodVariable(VariableTracker):
             return self.obj
         return self.fn.var_getattr(tx, name)  # __name__, __qualname__, __doc__, __module__
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         """The bound method made anew from its function and object (alive at a graph break)."""
         function, obj = self.fn.reconstruct(codegen), self.obj.reconstruct(codegen)
         return f"{codegen.constant(types.MethodType)}({function}, {obj})"

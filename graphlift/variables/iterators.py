@@ -31,11 +31,12 @@ import collections
 import enum
 import types
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from graphlift import bytecode
 from graphlift.exc import Unsupported
-from graphlift.variables.base import TracedException, VariableTracker, raise_real
+from graphlift.rebuild import Codegen
+from graphlift.variables.base import TracedException, Translator, VariableTracker, raise_real
 from graphlift.variables.constant import ConstantVariable, wrap_constant
 from graphlift.variables.containers import (
     DictVariable,
@@ -45,10 +46,6 @@ from graphlift.variables.containers import (
     TupleVariable,
 )
 from graphlift.variables.exceptions import ExceptionVariable, stop_iteration_error, tracker_of
-
-if TYPE_CHECKING:
-    from graphlift.codegen import OutputCodegen
-    from graphlift.translator import InliningTranslator
 
 
 class IteratorVariable(VariableTracker):
@@ -90,7 +87,7 @@ class IteratorVariable(VariableTracker):
         """The arguments of the StopIteration that the last exhausting ``next`` raises."""
         return []
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         """Alive at a graph break or returned: an iterator over the items not yet taken (they
         are a snapshot: of a tuple, a range, a tensor's rows). Subclasses that step a live
         container rebuild themselves or refuse."""
@@ -126,7 +123,7 @@ class ListIteratorVariable(SteppedIteratorVariable):
         self.index += 1
         return items[self.index - 1]
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         """The list (the same object as the frame's) and an iterator over it that has given
         ``index`` items; an exhausted one stays exhausted."""
         return codegen.remember(self, lambda cg: (
@@ -326,6 +323,25 @@ REAL_ITERATOR_CLASSES: dict = {
 }
 
 
+class GeneratorFrame(Translator, Protocol):
+    """The frame of an inlined generator function (``translator.InliningTranslator``), as its
+    :class:`GeneratorVariable` steps it."""
+
+    return_value: VariableTracker | None
+    """What the frame returned, once it has ended."""
+
+    def resume_generator(self, sent: VariableTracker | None) -> VariableTracker | None:
+        """Run on to the next yield (the value yielded) or the end (None); ``sent`` is the value
+        of the yield expression the frame is suspended at (None when it has not started)."""
+
+    def throw_into_generator(self, exception: ExceptionVariable) -> VariableTracker | None:
+        """Raise ``exception`` where the frame is suspended, then run on as ``resume_generator``
+        does."""
+
+    def suspended_in_handler(self) -> bool:
+        """Whether closing the generator where it is suspended would run code of its frame."""
+
+
 class GeneratorVariable(IteratorVariable):
     """A generator object made while tracing: the suspended frame of an inlined generator.
 
@@ -335,7 +351,7 @@ class GeneratorVariable(IteratorVariable):
     ``itertools.chain``) reports the original's class and is made with the original.
     """
 
-    def __init__(self, frame: InliningTranslator, fn: VariableTracker,
+    def __init__(self, frame: GeneratorFrame, fn: VariableTracker,
                  args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> None:
         super().__init__([])
         self.frame = frame
@@ -454,7 +470,7 @@ class GeneratorVariable(IteratorVariable):
             return GeneratorMethodVariable(self, name)
         raise Unsupported(f"attribute {name!r} of {self!r}")
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         """A generator that has not started is made again for real (calling a generator
         function runs none of its body); one that has ended, as a real one closed at once."""
         closed = self.state is GeneratorState.CLOSED and self.stands_for is None
@@ -463,7 +479,7 @@ class GeneratorVariable(IteratorVariable):
                               "while it is suspended inside the trace")
         return codegen.remember(self, lambda cg: self._make(cg, closed))
 
-    def _make(self, codegen: OutputCodegen, closed: bool) -> str:
+    def _make(self, codegen: Codegen, closed: bool) -> str:
         fn = codegen.constant(self.stands_for) if self.stands_for is not None else \
             self.fn.reconstruct(codegen)
         parts = [a.reconstruct(codegen) for a in self.args]

@@ -18,10 +18,9 @@ from __future__ import annotations
 import collections
 import operator
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from graphlift.exc import Unsupported
-from graphlift.variables.base import VariableTracker, raise_real
+from graphlift.variables.base import Translator, VariableTracker, raise_real
 from graphlift.variables.constant import ConstantVariable, wrap_constant
 from graphlift.variables.containers import (
     BaseListVariable,
@@ -30,9 +29,6 @@ from graphlift.variables.containers import (
     mapping_pairs,
 )
 from graphlift.variables.iterators import IteratorVariable
-
-if TYPE_CHECKING:
-    from graphlift.translator import InstructionTranslator
 
 # Immutable builtins: their methods on constants are folded by calling the real method.
 IMMUTABLE_TYPES = frozenset({tuple, frozenset, str, int, float, bool})
@@ -186,7 +182,7 @@ SPECIAL_METHODS: dict[str, Callable] = {
 _DISPATCHING = {(collections.OrderedDict, "update")}
 
 
-def call_builtin_method(tx: InstructionTranslator, receiver: VariableTracker,
+def call_builtin_method(tx: Translator, receiver: VariableTracker,
                         value: VariableTracker, owner: type, name: str,
                         args: list[VariableTracker],
                         kwargs: dict[str, VariableTracker]) -> VariableTracker:
@@ -233,7 +229,7 @@ def _dispatching_update(tx, receiver, args, kwargs) -> VariableTracker:
     return NONE
 
 
-def dict_fromkeys(tx: InstructionTranslator, make: Callable[[], VariableTracker],
+def dict_fromkeys(tx: Translator, make: Callable[[], VariableTracker],
                   args: list[VariableTracker], kwargs: dict) -> VariableTracker:
     """``cls.fromkeys(iterable, value=None)``: a new mapping, each key stored in turn."""
     _no_keywords("fromkeys", kwargs)

@@ -49,7 +49,7 @@ import operator
 import types
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import nn
@@ -58,7 +58,13 @@ from torch.utils.hooks import RemovableHandle
 from graphlift.config import config
 from graphlift.exc import Unsupported
 from graphlift.sources import AttrSource, ItemSource, ModuleMemberSource, Source, SourceKind
-from graphlift.variables.base import MISSING, VariableTracker, lookup_class_attr, raise_real
+from graphlift.variables.base import (
+    MISSING,
+    Translator,
+    VariableTracker,
+    lookup_class_attr,
+    raise_real,
+)
 from graphlift.variables.constant import ConstantVariable, is_constant_value
 from graphlift.variables.containers import DictVariable, ListVariable, TupleVariable
 from graphlift.variables.iterators import IteratorVariable
@@ -71,9 +77,6 @@ from graphlift.variables.objects import (
 )
 from graphlift.variables.symbolic import static_int
 from graphlift.variables.tensor import TensorVariable
-
-if TYPE_CHECKING:
-    from graphlift.translator import InstructionTranslator
 
 _module_hooks = nn.modules.module
 
@@ -113,7 +116,7 @@ def watch(module: nn.Module) -> None:
         _watched[key] = weakref.ref(module, lambda _, key=key: _watched.pop(key, None))
 
 
-def wrap_module(tx: InstructionTranslator, module: nn.Module, source: Source) -> NNModuleVariable:
+def wrap_module(tx: Translator, module: nn.Module, source: Source) -> NNModuleVariable:
     """The builder's row for modules reached from the inputs: an argument is guarded by its
     structure (instances alike share the entry), anything else pinned by identity."""
     if config.share_module_entries and source.kind is SourceKind.LOCAL:
@@ -314,13 +317,13 @@ class NNModuleVariable(UserObjectVariable):
     def describe(self) -> str:
         return type(self.module).__qualname__
 
-    def truthy(self, tx: InstructionTranslator) -> bool:
+    def truthy(self, tx: Translator) -> bool:
         if self._native("__len__") is not None:
             return len(self.module) > 0
         return super().truthy(tx)
 
     # -- attributes ----------------------------------------------------------------------------
-    def var_getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def var_getattr(self, tx: Translator, name: str) -> VariableTracker:
         """``Module.__getattribute__`` then ``Module.__getattr__``, on the real module."""
         if name in self.attrs:  # stored earlier in this trace
             return self.attrs[name]
@@ -351,7 +354,7 @@ class NNModuleVariable(UserObjectVariable):
         raise Unsupported(f"'{cls.__qualname__}' object has no attribute {name!r}",
                           break_type="user_exception")
 
-    def _plain_attr(self, tx: InstructionTranslator, name: str, value: Any) -> VariableTracker:
+    def _plain_attr(self, tx: Translator, name: str, value: Any) -> VariableTracker:
         if self.source is None:
             return tx.wrap_unguarded(value)
         source = AttrSource(self.source, name)
@@ -365,7 +368,7 @@ class NNModuleVariable(UserObjectVariable):
             return static_int(tx, value, source)  # never a symbol (dynamic_shapes)
         return tx.builder.wrap(value, source)
 
-    def member(self, tx: InstructionTranslator, registry: str, name: str) -> VariableTracker:
+    def member(self, tx: Translator, registry: str, name: str) -> VariableTracker:
         """A submodule, parameter or buffer, reached by identity through the pinned module."""
         value = self.module.__dict__[registry][name]
         if value is None:
@@ -378,7 +381,7 @@ class NNModuleVariable(UserObjectVariable):
             return NNModuleVariable(value, source, self.pinned)
         return tx.builder.wrap(value, source)
 
-    def member_path(self, tx: InstructionTranslator, dotted: str) -> VariableTracker:
+    def member_path(self, tx: Translator, dotted: str) -> VariableTracker:
         """``"blocks.0.attn.weight"`` (a name from ``named_parameters``) as a member tracker."""
         owner: VariableTracker = self
         for part in dotted.split("."):
@@ -389,7 +392,7 @@ class NNModuleVariable(UserObjectVariable):
             owner = owner.member(tx, registry, part)
         return owner
 
-    def store_attr(self, tx: InstructionTranslator, name: str, value: VariableTracker) -> None:
+    def store_attr(self, tx: Translator, name: str, value: VariableTracker) -> None:
         """A plain attribute store goes to the side-effect ledger; members cannot change."""
         registered = any(name in self.module.__dict__.get(r, ()) for r in _REGISTRIES)
         if registered or isinstance(value, NNModuleVariable) or \
@@ -404,7 +407,7 @@ class NNModuleVariable(UserObjectVariable):
             super().store_attr(tx, name, value)  # the class's own __setattr__
 
     # -- calls ---------------------------------------------------------------------------------
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Translator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         """``module(*args)``: the class's own ``__call__`` inlined, else :meth:`call_impl`."""
         if lookup_class_attr(type(self.module), "__call__") is not nn.Module.__call__:
@@ -413,7 +416,7 @@ class NNModuleVariable(UserObjectVariable):
             return self.call_own_dunder(tx, args, kwargs)
         return self.call_impl(tx, args, kwargs)
 
-    def call_impl(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call_impl(self, tx: Translator, args: list[VariableTracker],
                   kwargs: dict[str, VariableTracker]) -> VariableTracker:
         """``Module._call_impl``: pre-hooks, forward (inlined), hooks."""
         module = self.module
@@ -443,7 +446,7 @@ class NNModuleVariable(UserObjectVariable):
                 output = result
         return output
 
-    def _hooks(self, tx: InstructionTranslator) -> dict[str, list[tuple[int, VariableTracker]]]:
+    def _hooks(self, tx: Translator) -> dict[str, list[tuple[int, VariableTracker]]]:
         """The forward (pre-)hooks, wrapped; a module that has any guards its hook dicts."""
         hooks: dict[str, list[tuple[int, VariableTracker]]] = {}
         for attr in ("_forward_pre_hooks", "_forward_hooks"):
@@ -464,7 +467,7 @@ class NNModuleVariable(UserObjectVariable):
         attr = lookup_class_attr(type(self.module), name)
         return NATIVE_METHODS.get(attr) if isinstance(attr, types.FunctionType) else None
 
-    def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def unpack(self, tx: Translator) -> list[VariableTracker]:
         native = self._native("__iter__")
         if native is not None:
             return native(tx, self, [], {}).unpack(tx)
@@ -472,7 +475,7 @@ class NNModuleVariable(UserObjectVariable):
             return self.var_getattr(tx, "__iter__").call(tx, [], {}).unpack(tx)
         return super().unpack(tx)
 
-    def getitem(self, tx: InstructionTranslator, index: VariableTracker) -> VariableTracker:
+    def getitem(self, tx: Translator, index: VariableTracker) -> VariableTracker:
         """``self.layers[0]``, ``self.heads["a"]``, ``self.blocks[1:]``."""
         return self.var_getattr(tx, "__getitem__").call(tx, [index], {})
 

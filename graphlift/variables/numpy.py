@@ -26,7 +26,7 @@ result in a Tensor, or raises TypeError), and arrays of dtypes torch lacks.
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -38,8 +38,9 @@ from graphlift import trace_rules
 from graphlift.config import config
 from graphlift.exc import Unsupported
 from graphlift.output_graph import storage_ref
+from graphlift.rebuild import Codegen
 from graphlift.sources import NumpyTensorSource, Source
-from graphlift.variables.base import VariableTracker, raise_real
+from graphlift.variables.base import Translator, VariableTracker, raise_real
 from graphlift.variables.constant import CONTAINER_WRAPPERS, ConstantVariable
 from graphlift.variables.containers import BaseListVariable, DictVariable, TupleVariable
 from graphlift.variables.symbolic import SliceVariable, concrete, specialize
@@ -50,10 +51,6 @@ from graphlift.variables.tensor import (
     call_torch,
     shape_variable,
 )
-
-if TYPE_CHECKING:
-    from graphlift.codegen import OutputCodegen
-    from graphlift.translator import InstructionTranslator
 
 
 # -- the graph's view of NumPy: torch._numpy between tensors -----------------------------------
@@ -194,11 +191,11 @@ class NumpyArrayVariable(VariableTracker):
     def python_type(self) -> type:
         return self.dtype.type if self.scalar else np.ndarray
 
-    def truthy(self, tx: InstructionTranslator) -> bool:
+    def truthy(self, tx: Translator) -> bool:
         raise Unsupported("branching on an ndarray's value depends on data",
                           break_type="data_dependent_branch")
 
-    def var_getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def var_getattr(self, tx: Translator, name: str) -> VariableTracker:
         fake = self.tensor.fake
         if name == "shape":
             shape = shape_variable(tx, self.tensor)
@@ -214,7 +211,7 @@ class NumpyArrayVariable(VariableTracker):
             raise raise_real(AttributeError(f"'numpy.ndarray' object has no attribute {name!r}"))
         raise Unsupported(f"ndarray attribute {name!r} is not traced")
 
-    def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def unpack(self, tx: Translator) -> list[VariableTracker]:
         if self.tensor.fake.dim() == 0:
             raise raise_real(TypeError("iteration over a 0-d array"))
         rows = specialize(tx.output, self.tensor.fake.shape[0])
@@ -222,11 +219,11 @@ class NumpyArrayVariable(VariableTracker):
                            scalar=self.tensor.fake.dim() == 1)
                 for i in range(rows)]
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         if self.source is not None:
             return codegen.source_expr(self.source)  # an input array is itself
 
-        def build(codegen: OutputCodegen) -> str:
+        def build(codegen: Codegen) -> str:
             tensor = self.tensor.reconstruct(codegen)
             # A complex result may be a conjugate view (np.fft.ifft), which .numpy() refuses.
             resolved = ".resolve_conj()" if self.tensor.fake.is_complex() else ""
@@ -323,7 +320,7 @@ class NumpyFunctionVariable(VariableTracker):
                               "torch._numpy computes in double) or of a value that is no array")
         return call_numpy(tx, self.target, name, args, kwargs, scalar=name not in ARRAY_RESULTS)
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         return codegen.source_expr(self.source) if self.source else codegen.constant(self.fn)
 
 
@@ -348,7 +345,7 @@ def _fold(fn: Any, args: list[VariableTracker], kwargs: dict[str, VariableTracke
 
 
 # -- the one place where NumPy calls are traced -------------------------------------------------
-def call_numpy(tx: InstructionTranslator, fn: Any, name: str, args: list[VariableTracker],
+def call_numpy(tx: Translator, fn: Any, name: str, args: list[VariableTracker],
                kwargs: dict[str, VariableTracker], scalar: bool = True) -> VariableTracker:
     """``fn`` (a torch._numpy function, an operator, or an ndarray method's name) on trackers:
     one graph node; tensor results come back as arrays (0-d ones as scalars if ``scalar``)."""
@@ -362,7 +359,7 @@ def call_numpy(tx: InstructionTranslator, fn: Any, name: str, args: list[Variabl
     return _as_arrays(result, scalar)
 
 
-def _unwrap(tx: InstructionTranslator, value: VariableTracker) -> VariableTracker:
+def _unwrap(tx: Translator, value: VariableTracker) -> VariableTracker:
     """``value`` as a graph argument: an array's tensor, a NumPy dtype by name, a NumPy scalar
     as a 0-d tensor of its dtype (FX cannot write NumPy objects into the graph's code)."""
     if isinstance(value, NumpyArrayVariable):
@@ -398,7 +395,7 @@ def has_array(*values: VariableTracker) -> bool:
     return any(isinstance(v, NumpyArrayVariable) for v in values)
 
 
-def numpy_operator(tx: InstructionTranslator, op: Any, values: list[VariableTracker]) -> \
+def numpy_operator(tx: Translator, op: Any, values: list[VariableTracker]) -> \
         VariableTracker:
     """``a + b``, ``a < 2``, ``-a``, ``a[i]``, ``a += 1``, ``a[i] = v`` with an array among the
     operands."""
@@ -418,7 +415,7 @@ def numpy_operator(tx: InstructionTranslator, op: Any, values: list[VariableTrac
     return call_numpy(tx, op, op.__name__, values, {}, scalar=scalar)
 
 
-def _in_place(tx: InstructionTranslator, op: Any, values: list[VariableTracker]) -> \
+def _in_place(tx: Translator, op: Any, values: list[VariableTracker]) -> \
         VariableTracker:
     """``a += 1``, ``a[mask] = 0``: torch._numpy writes into the array's tensor, so the write
     reaches the tensor the array was made from, or the argument array (fed to the graph by
@@ -434,7 +431,7 @@ def _in_place(tx: InstructionTranslator, op: Any, values: list[VariableTracker])
     return target
 
 
-def _copy_if_shared(tx: InstructionTranslator, value: VariableTracker,
+def _copy_if_shared(tx: Translator, value: VariableTracker,
                     target: NumpyArrayVariable) -> VariableTracker:
     """An operand over the written array's memory (``a[1:] = a[:-1]``) as a copy: NumPy reads
     overlapping operands as they were before the write, torch's copy refuses them."""
@@ -467,7 +464,7 @@ TENSOR_DTYPES = frozenset(np.dtype(name) for name in (
     "complex64", "complex128"))
 
 
-def wrap_array_input(tx: InstructionTranslator, value: np.ndarray,
+def wrap_array_input(tx: Translator, value: np.ndarray,
                      source: Source) -> VariableTracker:
     """An ndarray from the frame's inputs: guarded as an ndarray, and a graph input fed from
     ``torch.from_numpy`` (guarded like a tensor: dtype, shape, strides)."""
@@ -477,7 +474,7 @@ def wrap_array_input(tx: InstructionTranslator, value: np.ndarray,
 
 
 
-def _tensor_numpy(tx: InstructionTranslator, tensor: TensorVariable, args: list,
+def _tensor_numpy(tx: Translator, tensor: TensorVariable, args: list,
                   kwargs: dict) -> VariableTracker:
     """``t.numpy()``: the array over the tensor's own memory (eager raises for grad)."""
     if args or kwargs or tensor.fake.requires_grad:
@@ -486,14 +483,14 @@ def _tensor_numpy(tx: InstructionTranslator, tensor: TensorVariable, args: list,
     return NumpyArrayVariable(tensor)
 
 
-def _from_numpy(tx: InstructionTranslator, args: list, kwargs: dict) -> VariableTracker | None:
+def _from_numpy(tx: Translator, args: list, kwargs: dict) -> VariableTracker | None:
     """``torch.from_numpy(a)`` / ``torch.as_tensor(a)``: the array's tensor (shared memory)."""
     if len(args) == 1 and not kwargs and isinstance(args[0], NumpyArrayVariable):
         return args[0].tensor
     return None
 
 
-def _tensor_of_array(tx: InstructionTranslator, args: list, kwargs: dict) -> \
+def _tensor_of_array(tx: Translator, args: list, kwargs: dict) -> \
         VariableTracker | None:
     """``torch.tensor(a)``: a copy of the array's data."""
     if len(args) == 1 and not kwargs and isinstance(args[0], NumpyArrayVariable):

@@ -16,12 +16,13 @@ import os
 import sys
 import types
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from graphlift import trace_rules
 from graphlift.exc import Unsupported
+from graphlift.rebuild import Codegen
 from graphlift.sources import AttrSource, EnvironSource
 from graphlift.trace_rules import is_torch_module
 from graphlift.variables.base import (
@@ -39,9 +40,6 @@ from graphlift.variables.functions import UserFunctionVariable, UserMethodVariab
 from graphlift.variables.methods import call_builtin_method
 from graphlift.variables.symbolic import SymNodeVariable
 from graphlift.variables.tensor import TensorVariable
-
-if TYPE_CHECKING:
-    from graphlift.codegen import OutputCodegen
 
 # Iterating a user object stops being traced after this many items (an endless iterator).
 MAX_ITERATION = 10_000
@@ -90,7 +88,7 @@ class PythonModuleVariable(VariableTracker):
             return tx.wrap_unguarded(value)
         return tx.builder.wrap(value, AttrSource(self.source, name))
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         return codegen.source_expr(self.source) if self.source else codegen.constant(self.module)
 
 
@@ -210,7 +208,7 @@ class ClassVariable(VariableTracker):
             return super().unpack(tx)
         return [ConstantVariable(member) for member in self.cls]
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         return codegen.constant(self.cls)
 
 
@@ -664,12 +662,12 @@ class UserObjectVariable(VariableTracker):
             raise Unsupported(f"calling a {self.cls.__qualname__} object")
         return self.var_getattr(tx, "__call__").call(tx, args, kwargs)
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         if not self.is_new:
             return super().reconstruct(codegen)
         return codegen.remember(self, self._rebuild)
 
-    def _rebuild(self, codegen: OutputCodegen) -> str:
+    def _rebuild(self, codegen: Codegen) -> str:
         attrs = ", ".join(f"{name!r}: {value.reconstruct(codegen)}"
                           for name, value in self.attrs.items())
         return f"{codegen.constant(rebuild_object)}({codegen.constant(self.cls)}, {{{attrs}}})"
@@ -831,7 +829,7 @@ class DeferredMethodVariable(VariableTracker):
         tx.output.side_effects.defer_call(self.obj, self.name, args, kwargs)
         return ConstantVariable(None)
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         return f"{self.obj.reconstruct(codegen)}.{self.name}"
 
 
@@ -844,7 +842,7 @@ class InstanceDictVariable(DictVariable):
         self.owner = owner
         self.items = owner.attrs
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         return f"{self.owner.reconstruct(codegen)}.__dict__"
 
 
@@ -950,7 +948,7 @@ class BuiltinMethodVariable(VariableTracker):
     def call(self, tx, args, kwargs):
         return call_builtin_descriptor(tx, self.descriptor, [self.obj, *args], kwargs)
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         return f"{codegen.constant(self.descriptor)}.__get__({self.obj.reconstruct(codegen)})"
 
 

@@ -33,7 +33,7 @@ import re
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.fx
@@ -44,14 +44,11 @@ from graphlift.ddp_optimizer import active_ddp_module
 from graphlift.guards import Guard, GuardKind, _lambda
 from graphlift.output_graph import STATE_SWITCHES, GraphInput
 from graphlift.sources import FN_NAME, GLOBALS_NAME, Source
-from graphlift.variables.base import VariableTracker
+from graphlift.variables.base import Translator, VariableTracker
 from graphlift.variables.constant import ConstantVariable
 from graphlift.variables.containers import TupleVariable
 from graphlift.variables.nn_module import NNModuleVariable, structure_id
 from graphlift.variables.tensor import TensorVariable
-
-if TYPE_CHECKING:
-    from graphlift.translator import InstructionTranslator
 
 REGION_ATTR = "__graphlift_region__"
 
@@ -115,7 +112,7 @@ class Recording:
     operands: list[torch.fx.Node] = dataclasses.field(default_factory=list)
 
 
-def call_region(tx: InstructionTranslator, fn: VariableTracker, stats: RegionStats,
+def call_region(tx: Translator, fn: VariableTracker, stats: RegionStats,
                 args: list[VariableTracker], run_inline: Callable[[], VariableTracker]
                 ) -> VariableTracker:
     """A call of a marked function: replay its recorded trace, or trace (and record) it."""
@@ -143,7 +140,7 @@ def call_region(tx: InstructionTranslator, fn: VariableTracker, stats: RegionSta
     return result
 
 
-def _uses_subgraphs(tx: InstructionTranslator) -> bool:
+def _uses_subgraphs(tx: Translator) -> bool:
     """Whether regions become subgraphs here: the backend takes them (``takes_subgraphs``), the
     entry is not to be saved (warm start saves graphs without submodules: it refuses them), and
     DDP's bucketing, which splits the graph by parameters, does not run."""
@@ -152,7 +149,7 @@ def _uses_subgraphs(tx: InstructionTranslator) -> bool:
 
 
 # -- matching calls ------------------------------------------------------------------------------
-def _call_key(tx: InstructionTranslator, args: list[VariableTracker]) -> tuple | None:
+def _call_key(tx: Translator, args: list[VariableTracker]) -> tuple | None:
     """What two calls must share for one recorded trace to serve both; None: not reusable."""
     if tx.output.side_effects:
         return None  # the region could read a pending write: always traced
@@ -186,10 +183,10 @@ class _Snapshot:
     mutated: int
 
     @classmethod
-    def take(cls, tx: InstructionTranslator) -> _Snapshot:
+    def take(cls, tx: Translator) -> _Snapshot:
         return cls(set(tx.output.graph.nodes), len(tx.output.mutated_inputs))
 
-    def recording(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def recording(self, tx: Translator, args: list[VariableTracker],
                   result: VariableTracker) -> Recording | None:
         output, guards = tx.output, tx.guards
         if output.side_effects or len(output.mutated_inputs) != self.mutated:
@@ -258,7 +255,7 @@ def _output_spec(result: VariableTracker) -> Any:
 
 
 # -- one subgraph for every call -----------------------------------------------------------------
-def _outline(tx: InstructionTranslator, rec: Recording, result: VariableTracker) -> None:
+def _outline(tx: Translator, rec: Recording, result: VariableTracker) -> None:
     """Move the first call's nodes into a subgraph, called by one ``invoke_subgraph`` node with
     a ``getitem`` per output, as torch.compile emits a region; the call's result trackers are
     pointed at the getitems. A region whose outputs share memory, or that reads a value that is
@@ -288,7 +285,7 @@ def _outline(tx: InstructionTranslator, rec: Recording, result: VariableTracker)
         tracker.node = items[tracker.node]
 
 
-def _invoke(tx: InstructionTranslator, rec: Recording, operands: list[torch.fx.Node],
+def _invoke(tx: Translator, rec: Recording, operands: list[torch.fx.Node],
             fakes: list[torch.Tensor]) -> dict[torch.fx.Node, torch.fx.Node]:
     """One call of ``rec``'s subgraph: each recorded output node's getitem in this call."""
     output = tx.output
@@ -312,7 +309,7 @@ def _tensors(tracker: VariableTracker) -> list[TensorVariable]:
 
 
 # -- replaying a recording -----------------------------------------------------------------------
-def _replay(tx: InstructionTranslator, rec: Recording,
+def _replay(tx: Translator, rec: Recording,
             args: list[VariableTracker]) -> VariableTracker | None:
     """The recorded trace, for the new arguments; None when a rebased guard fails now."""
     modules = [a for a in args if isinstance(a, NNModuleVariable)]
@@ -385,13 +382,13 @@ def _swap(text: str, pairs: list[tuple[re.Pattern, str]]) -> str:
     return text
 
 
-def _frame_values(tx: InstructionTranslator) -> tuple[tuple[str, ...], tuple]:
+def _frame_values(tx: Translator) -> tuple[tuple[str, ...], tuple]:
     root = tx.root()
     names = (FN_NAME, GLOBALS_NAME, *root.frame_arguments)
     return names, (root.frame_fn, root.frame_fn.__globals__, *root.frame_arguments.values())
 
 
-def _holds(tx: InstructionTranslator, check: str, frame: tuple) -> bool:
+def _holds(tx: Translator, check: str, frame: tuple) -> bool:
     names, values = frame
     try:
         return bool(_lambda(names, check, tx.guards.namespace)(*values))
@@ -399,7 +396,7 @@ def _holds(tx: InstructionTranslator, check: str, frame: tuple) -> bool:
         return False
 
 
-def _lift(tx: InstructionTranslator, graph_input: GraphInput, old_roots: list[Source],
+def _lift(tx: Translator, graph_input: GraphInput, old_roots: list[Source],
           new_roots: list[Source], frame: tuple) -> VariableTracker | None:
     """The new call's tracker for an input the recorded call lifted (its own parameter)."""
     source = graph_input.source
@@ -427,7 +424,7 @@ def _rebase(source: Source, old: Source, new: Source) -> Source:
     return source if moved is base else dataclasses.replace(source, base=moved)
 
 
-def _fresh_fake(tx: InstructionTranslator, fake: Any) -> Any:
+def _fresh_fake(tx: Translator, fake: Any) -> Any:
     """An output of a copy: a fake of its own (one clone: same sizes, strides, dtype and
     autograd state, another storage), so later in-place operations on it touch no other."""
     if not isinstance(fake, torch.Tensor):

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from graphlift.exc import Unsupported
+from graphlift.rebuild import Codegen
 from graphlift.sources import AttrSource, BaseItemSource, Source
-from graphlift.variables.base import MISSING, VariableTracker, lookup_class_attr
+from graphlift.variables.base import MISSING, Builder, VariableTracker, lookup_class_attr
 from graphlift.variables.builtins import BuiltinVariable
 from graphlift.variables.collections import DefaultDictVariable, OrderedDictVariable
 from graphlift.variables.constant import ConstantVariable, is_constant_value
@@ -36,10 +37,6 @@ from graphlift.variables.objects import (
     builtin_base,
     is_user_class,
 )
-
-if TYPE_CHECKING:
-    from graphlift.codegen import OutputCodegen
-    from graphlift.variables.builder import VariableBuilder
 
 DICT_BASES = (dict, collections.OrderedDict, collections.defaultdict)
 IMMUTABLE_BASES = (tuple, frozenset, str, int, float)
@@ -89,12 +86,12 @@ class BuiltinSubclassVariable(UserObjectVariable):
             return self.storage.items
         return None
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         if not self.is_new:
             return super().reconstruct(codegen)
         return codegen.remember(self, self._rebuild_subclass)
 
-    def _rebuild_subclass(self, codegen: OutputCodegen) -> str:
+    def _rebuild_subclass(self, codegen: Codegen) -> str:
         if isinstance(self.storage, ConstantVariable) or isinstance(self.storage, SetVariable):
             value = self.storage.reconstruct(codegen)
         else:
@@ -166,7 +163,7 @@ def is_builtin_subclass_object(value: Any) -> bool:
         cls.__module__ != "collections"
 
 
-def wrap_builtin_subclass(builder: VariableBuilder, value: Any,
+def wrap_builtin_subclass(builder: Builder, value: Any,
                           source: Source) -> VariableTracker:
     """An input object of a builtin's subclass: guarded by type, its builtin part read through
     the builtin's methods (keys or length guarded), its attributes read through the object."""

@@ -21,15 +21,14 @@ import torch.fx
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from graphlift.exc import Unsupported
-from graphlift.variables.base import VariableTracker
+from graphlift.rebuild import Codegen
+from graphlift.variables.base import Translator, VariableTracker
 from graphlift.variables.constant import ConstantVariable
 from graphlift.variables.containers import TupleVariable
 
 if TYPE_CHECKING:
-    from graphlift.codegen import OutputCodegen
     from graphlift.output_graph import OutputGraph
     from graphlift.sources import Source
-    from graphlift.translator import InstructionTranslator
 
 SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 _PYTHON_TYPES = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
@@ -116,17 +115,17 @@ class SymNodeVariable(VariableTracker):
     def as_constant(self) -> Any:
         return specialize(self.output, self.value)
 
-    def truthy(self, tx: InstructionTranslator) -> bool:
+    def truthy(self, tx: Translator) -> bool:
         return bool(specialize(self.output, self.value))
 
-    def var_getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def var_getattr(self, tx: Translator, name: str) -> VariableTracker:
         return ConstantVariable(self.as_constant()).var_getattr(tx, name)
 
-    def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def unpack(self, tx: Translator) -> list[VariableTracker]:
         raise Unsupported(f"cannot iterate over {self.python_type().__name__} {self.value}",
                           break_type="user_exception")
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         if self.source is not None:
             return codegen.source_expr(self.source)
         if isinstance(self.value, torch.SymFloat):
@@ -155,16 +154,16 @@ class SizeVariable(TupleVariable):
     def python_container(self, values) -> Any:
         return torch.Size(tuple(values))
 
-    def getitem(self, tx: InstructionTranslator, index: VariableTracker) -> VariableTracker:
+    def getitem(self, tx: Translator, index: VariableTracker) -> VariableTracker:
         result = super().getitem(tx, index)
         if isinstance(result, TupleVariable) and not isinstance(result, SizeVariable):
             return SizeVariable(result.items)
         return result
 
-    def var_getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def var_getattr(self, tx: Translator, name: str) -> VariableTracker:
         return ConstantVariable(self.as_constant()).var_getattr(tx, name)  # size.numel(): guard
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         if self.source is not None:
             return codegen.source_expr(self.source)
         body = "".join(f"{item.reconstruct(codegen)}, " for item in self.items)
@@ -190,7 +189,7 @@ class SliceVariable(VariableTracker):
     def as_constant(self) -> slice:
         return slice(*(p.as_constant() for p in self.parts))
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         return f"slice({', '.join(p.reconstruct(codegen) for p in self.parts)})"
 
 
@@ -208,7 +207,7 @@ def symbolic_operands(*values: VariableTracker) -> bool:
 
 
 # -- reading sizes -----------------------------------------------------------------------------
-def size_variable(tx: InstructionTranslator, tensor: Any, dim: int) -> VariableTracker:
+def size_variable(tx: Translator, tensor: Any, dim: int) -> VariableTracker:
     """The tracker for ``tensor.size(dim)``: a constant, or a ``size`` node of the graph."""
     size = tensor.fake.shape[dim]
     if not is_symbolic(size):
@@ -217,7 +216,7 @@ def size_variable(tx: InstructionTranslator, tensor: Any, dim: int) -> VariableT
     return SymNodeVariable(tx.output.size_node(tensor.node, dim, size), size, tx.output)
 
 
-def shape_variable(tx: InstructionTranslator, tensor: Any) -> VariableTracker:
+def shape_variable(tx: Translator, tensor: Any) -> VariableTracker:
     """``tensor.shape``: a constant ``torch.Size`` when every size is known, else a SizeVariable."""
     shape = tensor.fake.shape
     if not any(is_symbolic(s) for s in shape):
@@ -226,7 +225,7 @@ def shape_variable(tx: InstructionTranslator, tensor: Any) -> VariableTracker:
 
 
 # -- dynamic ints and floats -------------------------------------------------------------------
-def wrap_scalar_input(tx: InstructionTranslator, value: int | float, source: Source) -> \
+def wrap_scalar_input(tx: Translator, value: int | float, source: Source) -> \
         VariableTracker | None:
     """A symbolic int or float for an input that the shape policy makes dynamic, else None.
 
@@ -246,14 +245,14 @@ def wrap_scalar_input(tx: InstructionTranslator, value: int | float, source: Sou
     return SymNodeVariable(graph_input.node, graph_input.fake, output, source)
 
 
-def static_int(tx: InstructionTranslator, value: int, source: Source) -> VariableTracker:
+def static_int(tx: Translator, value: int, source: Source) -> VariableTracker:
     """An int that stays a constant whatever the shape policy says: an int attribute of an
     ``nn.Module`` is configuration (heads, block size), specialized as torch.compile does."""
     tx.guards.constant_match(source, value)
     return ConstantVariable(value, source)
 
 
-def int_of(tx: InstructionTranslator, args: list[VariableTracker],
+def int_of(tx: Translator, args: list[VariableTracker],
            kwargs: dict[str, VariableTracker]) -> VariableTracker | None:
     """``int(n)`` of a symbolic int stays symbolic; None to let the builtin fold."""
     if len(args) == 1 and not kwargs and isinstance(args[0], SymNodeVariable) and \

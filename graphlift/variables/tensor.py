@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.fx
@@ -28,8 +28,9 @@ from graphlift import trace_rules
 from graphlift.config import config
 from graphlift.exc import Unsupported
 from graphlift.output_graph import storage_ref
+from graphlift.rebuild import Codegen
 from graphlift.sources import AttrSource
-from graphlift.variables.base import VariableTracker, raise_real
+from graphlift.variables.base import Translator, VariableTracker, raise_real
 from graphlift.variables.constant import ConstantVariable, is_constant_value, wrap_constant
 from graphlift.variables.containers import (
     BaseListVariable,
@@ -48,10 +49,6 @@ from graphlift.variables.symbolic import (
     shape_variable,
     specialize,
 )
-
-if TYPE_CHECKING:
-    from graphlift.codegen import OutputCodegen
-    from graphlift.translator import InstructionTranslator
 
 # Tensor attributes read from the fake tensor as constants while tracing.
 METADATA_ATTRS = frozenset({
@@ -103,14 +100,14 @@ class TensorVariable(VariableTracker):
         # Inputs remember their real class (Parameter); results of ops are plain tensors.
         return self.node.meta.get("real_type", torch.Tensor)
 
-    def truthy(self, tx: InstructionTranslator) -> bool:
+    def truthy(self, tx: Translator) -> bool:
         raise Unsupported(
             "branching on a tensor's value (bool(tensor)) depends on data",
             break_type="data_dependent_branch",
             hints=("use torch.where, or move the branch out of the compiled function",),
         )
 
-    def var_getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def var_getattr(self, tx: Translator, name: str) -> VariableTracker:
         if name == "shape":
             return shape_variable(tx, self)
         if name == "__class__":  # x.__class__.__name__: the tracked class, as type(x)
@@ -129,7 +126,7 @@ class TensorVariable(VariableTracker):
             return self._instance_attr(tx, name)
         raise Unsupported(f"tensor attribute {name!r} is not supported while tracing")
 
-    def _instance_attr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def _instance_attr(self, tx: Translator, name: str) -> VariableTracker:
         """An attribute the program set on a tensor (``x.scale = 2.0``): an input's is read from
         its instance dict and guarded like any attribute, its absence guarded as absent (so
         ``getattr(x, "scale", 1.0)`` and ``hasattr`` see a later call's tensor). A tensor made
@@ -144,7 +141,7 @@ class TensorVariable(VariableTracker):
         tx.guards.attr_absent(self.source, name)
         raise raise_real(missing)
 
-    def _grad(self, tx: InstructionTranslator) -> VariableTracker:
+    def _grad(self, tx: Translator) -> VariableTracker:
         """``p.grad`` of an input leaf (an optimizer step, gradient clipping): its gradient, a
         graph input of its own, or None, guarded like any attribute (so a backward between
         calls recompiles). Elsewhere a break: a tensor made by the graph has no gradient yet,
@@ -156,7 +153,7 @@ class TensorVariable(VariableTracker):
             raise Unsupported(f"the .grad of {self.source.name()}, which is not a leaf")
         return tx.builder.wrap(real.grad, AttrSource(self.source, "grad"))
 
-    def _real_input(self, tx: InstructionTranslator, name: str) -> torch.Tensor:
+    def _real_input(self, tx: Translator, name: str) -> torch.Tensor:
         """The real tensor behind this input, to read attribute ``name`` from."""
         real = next((graph_input.example for graph_input in tx.output.inputs
                      if graph_input.node is self.node), None)
@@ -165,13 +162,13 @@ class TensorVariable(VariableTracker):
                               "value is not a graph input here")
         return real
 
-    def unpack(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def unpack(self, tx: Translator) -> list[VariableTracker]:
         if self.fake.dim() == 0:
             raise Unsupported("iteration over a 0-d tensor")
         return [call_torch(tx, "call_function", operator.getitem, [self, ConstantVariable(i)], {})
                 for i in range(specialize(tx.output, self.fake.shape[0]))]
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         if self.source is not None:
             return codegen.source_expr(self.source)
         return codegen.graph_output(self)
@@ -187,7 +184,7 @@ class TensorMethodVariable(VariableTracker):
     def describe(self) -> str:
         return f"Tensor.{self.name}"
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         """The bound method, rebuilt from its tensor (alive across a graph break)."""
         return f"{self.tensor.reconstruct(codegen)}.{self.name}"
 
@@ -205,13 +202,13 @@ class TensorMethodVariable(VariableTracker):
         return call_torch(tx, "call_method", self.name, [self.tensor, *args], kwargs)
 
 
-def _item(tx: InstructionTranslator, tensor: TensorVariable, args: list[VariableTracker],
+def _item(tx: Translator, tensor: TensorVariable, args: list[VariableTracker],
           kwargs: dict[str, VariableTracker]) -> VariableTracker:
     """``t.item()`` in the graph: an unbacked SymInt, SymFloat or SymBool (``u0``)."""
     return call_torch(tx, "call_method", "item", [tensor, *args], kwargs)
 
 
-def _tolist(tx: InstructionTranslator, tensor: TensorVariable, args: list[VariableTracker],
+def _tolist(tx: Translator, tensor: TensorVariable, args: list[VariableTracker],
             kwargs: dict[str, VariableTracker]) -> VariableTracker:
     """``t.tolist()`` in the graph: nested lists of ``item()`` of each element. Integer tensors
     only, as in torch.compile 2.13 (float items would be SymFloats the backends refuse)."""
@@ -285,7 +282,7 @@ class TorchCallableVariable(VariableTracker):
             _refuse_unfaithful_check(self.fn, args, kwargs)
         return call_torch(tx, "call_function", self.fn, args, kwargs)
 
-    def reconstruct(self, codegen: OutputCodegen) -> str:
+    def reconstruct(self, codegen: Codegen) -> str:
         return codegen.constant(self.fn)
 
 
@@ -341,7 +338,7 @@ def _argument(args: list, kwargs: dict, index: int, name: str) -> VariableTracke
     return args[index] if index < len(args) else kwargs.get(name)
 
 
-def _set_grad_enabled(tx: InstructionTranslator, args: list[VariableTracker],
+def _set_grad_enabled(tx: Translator, args: list[VariableTracker],
                       kwargs: dict[str, VariableTracker]) -> VariableTracker:
     """``torch._C._set_grad_enabled(mode)`` called as a statement (a context manager written with
     it): the trace follows the switch, and the graph makes it at the same point."""
@@ -375,7 +372,7 @@ STATE_READERS = frozenset({
 
 
 # -- the one place where tensor operations are traced ------------------------------------------
-def call_torch(tx: InstructionTranslator, op: str, target: Any, args: list[VariableTracker],
+def call_torch(tx: Translator, op: str, target: Any, args: list[VariableTracker],
                kwargs: dict[str, VariableTracker],
                fake_result: Callable[[list, dict], Any] | None = None) -> VariableTracker:
     """Run ``target`` on fake tensors, add a node if the result involves tensors, wrap it.
@@ -493,7 +490,7 @@ def _contains_graph_value(value: Any) -> bool:
     return False
 
 
-def wrap_result(tx: InstructionTranslator, node: torch.fx.Node, result: Any,
+def wrap_result(tx: Translator, node: torch.fx.Node, result: Any,
                 args: list[VariableTracker]) -> VariableTracker:
     """Fake result -> trackers; an op that returns its (mutated) input gives back that input."""
     if isinstance(result, torch.Tensor):
