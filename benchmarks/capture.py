@@ -9,7 +9,7 @@ total line sums the operations over all models.
 
     .venv/bin/python benchmarks/capture.py                # every family
     .venv/bin/python benchmarks/capture.py llama bert     # some of them
-    .venv/bin/python benchmarks/capture.py --markdown     # the README table
+    .venv/bin/python benchmarks/capture.py --markdown     # a Markdown table
 
 A share near 100% with equal outputs is what counts; a share near 0% with equal outputs means the
 model ran eagerly (correct, but nothing was compiled). ``benchmarks/zoo.py`` runs the same

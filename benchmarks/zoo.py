@@ -24,7 +24,7 @@ load of 14 on 2 cores); ``--clock wall`` takes ``perf_counter`` instead.
 
     .venv/bin/python benchmarks/zoo.py                      # every family and mode
     .venv/bin/python benchmarks/zoo.py llama bert --modes eval,train
-    .venv/bin/python benchmarks/zoo.py --markdown           # the README table
+    .venv/bin/python benchmarks/zoo.py --markdown           # the table in docs/coverage.md
     .venv/bin/python benchmarks/zoo.py --no-timing          # counts and correctness only
 """
 

@@ -42,7 +42,7 @@ class BreakInfo:
 # One row per type. Never change an id: docs, logs and users' notes refer to it.
 REGISTRY: dict[BreakType, BreakInfo] = {
     BreakType.UNSUPPORTED: BreakInfo(
-        "GL0001", "rewrite the construct, or accept the break; see the README's report"),
+        "GL0001", "rewrite the construct, or accept the break; see docs/coverage.md"),
     BreakType.UNSUPPORTED_OPCODE: BreakInfo(
         "GL0002", "move this statement out of the compiled function"),
     BreakType.UNSUPPORTED_CALL: BreakInfo(

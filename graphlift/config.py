@@ -23,7 +23,8 @@ class Setting:
     doc: str
 
 
-# The registry: name -> Setting. Keep the doc to one line; the README lists these.
+# The registry: name -> Setting. Keep the doc to one line; docs/guide.md lists these
+# (tests/test_docs.py checks that its Settings table matches the registry).
 SETTINGS: dict[str, Setting] = {
     "recompile_limit": Setting(
         8, "max cache entries per code object (and module instance) before it runs eagerly"
@@ -188,7 +189,7 @@ class _Patch(contextlib.ContextDecorator):
 
 
 def iter_settings() -> Iterator[tuple[str, Setting]]:
-    """Every setting with its default and doc, for the README and ``graphlift doctor``."""
+    """Every setting with its default and doc, for docs/guide.md and ``graphlift doctor``."""
     return iter(SETTINGS.items())
 
 

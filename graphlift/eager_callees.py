@@ -78,8 +78,8 @@ The alternative, a small C extension installing a PEP 523 frame-evaluation funct
 every frame (also those that C code such as ``map`` or ``sorted(key=...)`` calls) at no per-call
 cost in Python, but needs a compiler and per-version private CPython structures at install
 time, wheels per platform and Python version, and a hook that cooperates with torch._dynamo's
-own (one slot per interpreter). See the README ("Callees of eager frames") for what the routing
-costs per call.
+own (one slot per interpreter). See docs/design.md ("Callees of eager frames") for the design and
+docs/benchmarks.md ("Routing the calls of eager frames") for what the routing costs per call.
 """
 
 from __future__ import annotations

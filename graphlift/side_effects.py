@@ -33,7 +33,7 @@ it got on every backend, but costs a graph call per piece on every hit and gives
 smaller graphs; rerunning the frame eagerly after a failure is wrong (in-place updates and
 prints have happened). The price: the raising node can be found only where an FX module runs
 (not in inductor's generated code, where the writes before the first operation are applied, as
-before; see the README's table).
+before; see the table in docs/design.md, "The side-effect ledger").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Printing a benchmark's rows: a Markdown table for the README, or aligned columns."""
+"""Printing a benchmark's rows: a Markdown table for docs/, or aligned columns."""
 
 from __future__ import annotations
 
