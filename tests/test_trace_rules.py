@@ -304,7 +304,7 @@ def test_allow_in_graph_without_fake_falls_back_to_running_on_fake_tensors():
 
 def test_allow_in_graph_body_that_prints_runs_once_while_compiling_as_under_torch_compile(capsys):
     """The sandbox cannot follow a print, so the body runs once on fake tensors at compile time
-    (the README says so); torch.compile runs an allow_in_graph body on fakes too."""
+    (docs/guide.md says so); torch.compile runs an allow_in_graph body on fakes too."""
     def noisy(x):
         print("body runs")
         return x * 2
