@@ -29,6 +29,7 @@ import dataclasses
 import enum
 import functools
 import inspect
+import io
 import itertools
 import logging
 import math
@@ -41,8 +42,6 @@ from typing import Any
 
 import pytest
 import torch
-import torch._dynamo
-import torch._dynamo.testing
 from corpus.harness import (
     R,
     assert_same,
@@ -53,6 +52,7 @@ from corpus.harness import (
     make_args,
     run_case,
 )
+from reference import measure, recorded
 
 import graphlift
 from graphlift.testing import CompileCounter
@@ -3135,28 +3135,41 @@ if sys.version_info >= (3, 12):
         f"traces it; graphlift falls back ({FAMILY_FALLBACKS['stdlib_dataclass_eq_asdict']})"
 
 
+def _torch_compile_outcome(c) -> dict:
+    """torch.compile's run of a case under ``fullgraph=True``: refused (``Unsupported``), or
+    the graphs it made and whether it agreed with eager."""
+    import torch._dynamo.testing
+
+    counter = torch._dynamo.testing.CompileCounter()
+    compiled = torch.compile(c.fn, backend=counter, fullgraph=True)
+    eager = call(c.fn, make_args(c, 0))
+    theirs = call(compiled, make_args(c, 0))
+    if isinstance(theirs.error, torch._dynamo.exc.Unsupported):
+        return {"refused": True}
+    try:
+        assert_same_outcome(eager, theirs)
+    except AssertionError:
+        return {"refused": False, "same_as_eager": False, "graphs": counter.frame_count}
+    return {"refused": False, "same_as_eager": True, "graphs": counter.frame_count}
+
+
 def _torch_compile_cases() -> list:
+    for c in CASES:
+        measure(f"object_model/{c.name}", functools.partial(_torch_compile_outcome, c))
     return [pytest.param(c, id=c.name, marks=pytest.mark.xfail(
         strict=True, reason=TORCH_COMPILE_DIFFERS[c.name])) if c.name in TORCH_COMPILE_DIFFERS
         else pytest.param(c, id=c.name) for c in CASES]
 
 
-@pytest.mark.filterwarnings("ignore:Dynamo detected a call to a `functools.lru_cache`")
-@pytest.mark.filterwarnings("ignore:graphlift corpus")
 @pytest.mark.parametrize("case", _torch_compile_cases())
 def test_torch_compile_agrees(case):
-    """torch.compile 2.13 captures the same number of graphs, and agrees with eager."""
-    torch._dynamo.reset()
-    counter = torch._dynamo.testing.CompileCounter()
-    compiled = torch.compile(case.fn, backend=counter, fullgraph=True)
-    eager = call(case.fn, make_args(case, 0))
-    if case.fallback is not None:  # refused by graphlift: torch.compile refuses too
-        assert isinstance(call(compiled, make_args(case, 0)).error,
-                          torch._dynamo.exc.Unsupported)
+    """torch.compile 2.13 captures the same number of graphs, and agrees with eager (its
+    recorded run: tests/reference); a case graphlift refuses, torch.compile refuses too."""
+    theirs = recorded(f"object_model/{case.name}")
+    if case.fallback is not None:
+        assert theirs == {"refused": True}
     else:
-        assert_same_outcome(eager, call(compiled, make_args(case, 0)))
-        assert counter.frame_count == case.graphs
-    torch._dynamo.reset()
+        assert theirs == {"refused": False, "same_as_eager": True, "graphs": case.graphs}
 
 
 # == objects alive at a graph break =============================================================
@@ -3277,39 +3290,55 @@ BREAK_CASES = [
 ]
 
 
-def _run(fn, c: BreakCase, seed: int, capsys) -> tuple[Any, str, tuple]:
+def _run(fn, c: BreakCase, seed: int) -> tuple[Any, str, tuple]:
     """Call ``fn`` on the case's arguments made after seeding; the result, what it printed, and
     the arguments afterwards."""
     torch.manual_seed(seed)
     args = c.make()
-    result = fn(*args)
-    return result, capsys.readouterr().out, args
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        result = fn(*args)
+    return result, printed.getvalue(), args
+
+
+def _torch_compile_across_break(c: BreakCase) -> dict:
+    """torch.compile's (graphs, breaks) for a case, and whether it agreed with eager."""
+    import torch._dynamo.testing
+    import torch._dynamo.utils
+
+    torch._dynamo.utils.counters.clear()
+    counter = torch._dynamo.testing.CompileCounter()
+    compiled = torch.compile(c.fn, backend=counter)
+    try:
+        assert_same(_run(c.fn, c, 0), _run(compiled, c, 0))
+        same = True
+    except AssertionError:
+        same = False
+    breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
+    return {"same_as_eager": same, "graphs": counter.frame_count, "breaks": breaks}
+
+
+for _c in BREAK_CASES:
+    measure(f"object_model/alive_at_a_break/{_c.fn.__name__}",
+            functools.partial(_torch_compile_across_break, _c))
 
 
 @pytest.mark.parametrize("c", BREAK_CASES, ids=[c.fn.__name__ for c in BREAK_CASES])
-def test_alive_at_a_graph_break(c: BreakCase, capsys) -> None:
+def test_alive_at_a_graph_break(c: BreakCase) -> None:
     """Eager, graphlift and torch.compile agree; graphlift's graph and break counts are
-    torch.compile's (measured here), or the better ones recorded in ``tc``."""
+    torch.compile's (recorded: tests/reference), or the better ones recorded in ``tc``."""
     torch.manual_seed(0)
-    report = graphlift.explain(c.fn)(*c.make())
-    capsys.readouterr()
+    with contextlib.redirect_stdout(io.StringIO()):
+        report = graphlift.explain(c.fn)(*c.make())
     graphlift.reset()
     counter = CompileCounter()
     compiled = graphlift.compile(c.fn, backend=counter)
     for seed in (0, 1):
-        assert_same(_run(c.fn, c, seed, capsys), _run(compiled, c, seed, capsys))
+        assert_same(_run(c.fn, c, seed), _run(compiled, c, seed))
     ours = (counter.frame_count, report.graph_break_count)
     assert ours == (c.graphs, c.breaks), f"graphlift: (graphs, breaks) {ours}"
-
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
-    tc_counter = torch._dynamo.testing.CompileCounter()
-    tc_compiled = torch.compile(c.fn, backend=tc_counter)
-    assert_same(_run(c.fn, c, 0, capsys), _run(tc_compiled, c, 0, capsys))
-    tc_breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
-    theirs = (tc_counter.frame_count, tc_breaks)
-    assert theirs == (c.tc or (c.graphs, c.breaks)), f"torch.compile: (graphs, breaks) {theirs}"
-    torch._dynamo.reset()
+    theirs = recorded(f"object_model/alive_at_a_break/{c.fn.__name__}")
+    graphs, breaks = c.tc or (c.graphs, c.breaks)
+    assert theirs == {"same_as_eager": True, "graphs": graphs, "breaks": breaks}
 
 
 # == logging calls: run after the graph, in order, without a break ===============================
@@ -3337,26 +3366,50 @@ def environ_scaled(x):
     return x * int(os.environ.get("GRAPHLIFT_CORPUS_K", "2")), "GRAPHLIFT_CORPUS_K" in os.environ
 
 
+ENVIRON_VALUES = (None, None, "5", "5", "7")
+
+
+def _torch_compile_environ() -> dict:
+    """torch.compile over ENVIRON_VALUES: its graphs, and whether every call returned the first
+    call's (stale) value."""
+    import torch._dynamo.testing
+
+    saved = os.environ.pop("GRAPHLIFT_CORPUS_K", None)
+    try:
+        counter = torch._dynamo.testing.CompileCounter()
+        compiled = torch.compile(environ_scaled, backend=counter, fullgraph=True)
+        x = torch.randn(3)
+        first, stale = environ_scaled(x), True
+        for value in ENVIRON_VALUES:
+            if value is not None:
+                os.environ["GRAPHLIFT_CORPUS_K"] = value
+            got = compiled(x)
+            stale = stale and torch.equal(got[0], first[0]) and got[1] == first[1]
+        return {"graphs": counter.frame_count, "stale": stale}
+    finally:
+        os.environ.pop("GRAPHLIFT_CORPUS_K", None)
+        if saved is not None:
+            os.environ["GRAPHLIFT_CORPUS_K"] = saved
+
+
+measure("object_model/environ_read", _torch_compile_environ)
+
+
 def test_environ_read_is_guarded(monkeypatch) -> None:
     """A read of os.environ is folded and guarded on the value: setting the variable, then
     changing it, recompiles each time with the new value. torch.compile 2.13 folds the value
-    without a guard (measured here): it keeps its one graph and returns the stale value."""
+    without a guard (recorded): it keeps its one graph and returns the stale value."""
     monkeypatch.delenv("GRAPHLIFT_CORPUS_K", raising=False)
     graphlift.reset()
-    torch._dynamo.reset()
-    ours, theirs = CompileCounter(), torch._dynamo.testing.CompileCounter()
+    ours = CompileCounter()
     compiled = graphlift.compile(environ_scaled, backend=ours, fullgraph=True)
-    tc_compiled = torch.compile(environ_scaled, backend=theirs, fullgraph=True)
     x = torch.randn(3)
-    first = environ_scaled(x)
-    for value in (None, None, "5", "5", "7"):
+    for value in ENVIRON_VALUES:
         if value is not None:
             monkeypatch.setenv("GRAPHLIFT_CORPUS_K", value)
         assert_same(environ_scaled(x), compiled(x))
-        assert_same(first, tc_compiled(x))  # torch.compile: stale after the change
     assert ours.frame_count == graphlift.stats(compiled).compiles == 3
-    assert theirs.frame_count == 1
-    torch._dynamo.reset()
+    assert recorded("object_model/environ_read") == {"graphs": 1, "stale": True}
 
 
 def test_logging_calls_run_after_the_graph(caplog) -> None:

@@ -1,0 +1,99 @@
+"""Measure torch.compile's figures in this process: record them, or check the recording.
+
+    python -m tests.reference record            # rewrite torch_compile_<X.Y>.json for this CPython
+    python -m tests.reference check [--shard 1/4] [--only KEY...]
+
+Imports the test modules that register measures (those that name ``reference``) the way pytest
+does (``tests/`` on ``sys.path``), then runs the measures one after another. ``check`` prints
+each difference and exits 1 on any, on a registered key without a recording and on a recorded
+key nothing registers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import pathlib
+import sys
+import time
+import warnings
+
+TESTS = pathlib.Path(__file__).resolve().parent.parent
+# The suite's own setting (conftest): OpenMP's second thread makes torch calls far slower on a
+# busy small machine.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(TESTS))
+
+import torch  # noqa: E402
+
+import reference  # noqa: E402 -- the module the test modules import, not tests.reference
+
+
+def registering_modules() -> list[str]:
+    """Test modules that register measures, by the import pytest gives them."""
+    names = []
+    for path in sorted(TESTS.glob("test_*.py")):
+        if path.name != "test_reference.py" and "from reference import" in path.read_text():
+            names.append(path.stem)
+    return names
+
+
+def load_measures() -> dict:
+    # torch.compile's own warnings (lru_cache wrappers, untraceable builtins) are no findings.
+    warnings.simplefilter("ignore")
+    for name in registering_modules():
+        importlib.import_module(name)
+    return reference.MEASURES
+
+
+def shard_of(keys: list[str], shard: str | None) -> list[str]:
+    if shard is None:
+        return keys
+    index, count = (int(part) for part in shard.split("/"))
+    return keys[index - 1::count]
+
+
+def record() -> int:
+    measures = load_measures()
+    figures = {key: reference.run_measure(key) for key in sorted(measures)}
+    path = reference.recording_path()
+    data = {"torch": torch.__version__.split("+")[0], "python": reference.VERSION,
+            "figures": figures}
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    print(f"recorded {len(figures)} figures in {path}")
+    return 0
+
+
+def check(shard: str | None, only: list[str] | None) -> int:
+    measures = load_measures()
+    figures = reference._recording(reference.VERSION)
+    keys = shard_of(sorted(only or measures), shard)
+    measured = {}
+    for key in keys:
+        started = time.perf_counter()
+        measured[key] = reference.run_measure(key)
+        print(f"{time.perf_counter() - started:6.2f}s {key}", flush=True)
+    # Recorded keys that nothing registers are reported once, by the first shard.
+    orphans_too = not only and (shard is None or shard.startswith("1/"))
+    problems = reference.differences(figures, measured, set(measures) if orphans_too else None)
+    for problem in problems:
+        print("DIFFERS", problem)
+    return 1 if problems else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.reference", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("action", choices=["record", "check"])
+    parser.add_argument("--shard", help="i/n: check every n-th key from the i-th")
+    parser.add_argument("--only", nargs="*", help="check these keys only")
+    args = parser.parse_args()
+    if args.action == "record":
+        return record()
+    return check(args.shard, args.only)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
