@@ -13,12 +13,15 @@ BIN := $(VENV)/bin
 # Lint only the folders that exist yet; ruff fails on a missing path.
 LINT_PATHS := $(wildcard graphlift tests benchmarks examples)
 BENCHMARKS := $(sort $(wildcard benchmarks/*.py))
+# pytest-xdist workers: one per core of the 2-core machine the suite is timed on. Tests that
+# start processes of their own share one worker (tests/conftest.py), so they never overlap.
+WORKERS ?= 2
 
-.PHONY: venv demo test test-all bench fuzz lint clean distclean
+.PHONY: venv demo test test-all bench fuzz reference lint clean distclean
 
 # One OpenMP thread: on a small shared machine, a busy neighbour core made 2-thread torch calls
 # 150-700x slower.
-demo test test-all bench fuzz: export OMP_NUM_THREADS = 1
+demo test test-all bench fuzz reference: export OMP_NUM_THREADS = 1
 
 venv: $(VENV)/.installed
 
@@ -33,11 +36,11 @@ demo: venv
 	$(BIN)/python examples/demo.py
 
 test: venv
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadgroup tests
 	$(BIN)/ruff check $(LINT_PATHS)
 
 # The suite on every CPython that has a virtual environment here (.venv, .venv310, .venv312...).
-# CI (.ci/run) runs the versions whose whole suite passes (README: Python versions).
+# CI (.ci/run) runs the versions whose whole suite passes (docs/coverage.md: Python versions).
 test-all:
 	@set -e; for venv in $(wildcard .venv .venv3*); do \
 	    echo "== $$venv"; $(MAKE) --no-print-directory test PYTHON=$$venv/bin/python; done
@@ -50,6 +53,12 @@ bench: venv
 FUZZ_ARGS ?= --programs 200 --seed 0
 fuzz: venv
 	$(BIN)/python -m tests.fuzz $(FUZZ_ARGS)
+
+# torch.compile's figures the tests compare with, measured again and recorded for every CPython
+# that has a virtual environment here (tests/reference; checked by tests/test_reference.py).
+reference:
+	@set -e; for venv in $(wildcard .venv .venv3*); do \
+	    echo "== $$venv"; $$venv/bin/python -m tests.reference record; done
 
 lint: venv
 	$(BIN)/ruff check $(LINT_PATHS)

@@ -55,3 +55,14 @@ def test_a_key_is_registered_once_and_read_only_when_recorded():
 def test_the_recording_names_the_pinned_torch():
     data = reference._recording.__wrapped__(reference.VERSION)
     assert data, f"no recording for CPython {reference.VERSION}: make reference"
+
+
+def test_the_suite_would_see_a_torch_compile_run():
+    """conftest's check fails a test that ran torch.compile: shown in a process of its own."""
+    script = ("import sys; sys.path.insert(0, 'tests'); import torch, conftest; "
+              "before = conftest.torch_compile_has_run(); "
+              "torch.compile(lambda x: x + 1, backend='eager')(torch.ones(2)); "
+              "print(before, conftest.torch_compile_has_run())")
+    run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    assert run.stdout.split() == ["False", "True"], run.stderr[-2000:]
