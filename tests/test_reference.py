@@ -13,7 +13,6 @@ import subprocess
 import sys
 
 import pytest
-
 import reference
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
