@@ -1,5 +1,5 @@
 """Custom ``torch.autograd.Function``s and ``assume_constant_result`` marks, against eager and
-torch.compile.
+torch.compile (its counts recorded: tests/reference).
 
 Without an input that requires grad, ``apply`` is ``forward`` inlined (its ops join the graph);
 with one, ``apply`` is one node that a differentiating backend traces through, so the class's own
@@ -9,10 +9,11 @@ so equal gradients prove the custom backward ran, not autograd's derivative of t
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
-import torch._dynamo
-import torch._dynamo.testing
+from reference import measure, recorded
 
 import graphlift
 from graphlift.graph_break import listeners
@@ -77,14 +78,32 @@ def _counts_graphlift(fn, args, backend):
     return out, counter.frame_count, len(breaks), counter.op_count
 
 
-def _counts_torch(fn, args, backend):
-    torch._dynamo.reset()
+def _counts_torch(fn, args, backend) -> dict:
+    """torch.compile's graphs, breaks and ops for one call."""
+    import torch._dynamo.testing
+    import torch._dynamo.utils
+
     torch._dynamo.utils.counters.clear()
     counter = torch._dynamo.testing.CompileCounterWithBackend(backend)
-    out = torch.compile(fn, backend=counter)(*args)
+    torch.compile(fn, backend=counter)(*args)
     breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
-    torch._dynamo.reset()
-    return out, counter.frame_count, breaks, counter.op_count
+    return {"graphs": counter.frame_count, "breaks": breaks, "ops": counter.op_count}
+
+
+def _torch_compile_case(case: str, backend: str, requires_grad: bool) -> dict:
+    fn, arity = CASES[case]
+    torch.manual_seed(0)
+    args = [torch.randn(4, requires_grad=requires_grad) for _ in range(arity)]
+    with torch.set_grad_enabled(requires_grad):
+        return _counts_torch(fn, args, backend)
+
+
+for _case in CASES:
+    measure(f"autograd_function/no_grad/{_case}",
+            functools.partial(_torch_compile_case, _case, "eager", False))
+    for _backend in ("eager", "aot_eager"):
+        measure(f"autograd_function/training/{_case}/{_backend}",
+                functools.partial(_torch_compile_case, _case, _backend, True))
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -94,10 +113,10 @@ def test_no_grad_inlines_forward_like_torch_compile(case):
     with torch.no_grad():
         expected = fn(*args)
         got, graphs, breaks, ops = _counts_graphlift(fn, args, "eager")
-        _, their_graphs, their_breaks, their_ops = _counts_torch(fn, args, "eager")
+    theirs = recorded(f"autograd_function/no_grad/{case}")
     torch.testing.assert_close(got, expected)
-    assert (graphs, breaks) == (their_graphs, their_breaks) == (1, 0)
-    assert ops == their_ops  # forward's ops, inlined by both
+    assert (graphs, breaks) == (theirs["graphs"], theirs["breaks"]) == (1, 0)
+    assert ops == theirs["ops"]  # forward's ops, inlined by both
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
@@ -116,8 +135,8 @@ def test_training_uses_the_custom_backward(case, backend):
     for leaf, grad in zip(leaves, expected_grads):
         torch.testing.assert_close(leaf.grad, grad)
         leaf.grad = None
-    _, their_graphs, their_breaks, _ = _counts_torch(fn, leaves, backend)
-    assert (graphs, breaks) == (their_graphs, their_breaks) == (1, 0)
+    theirs = recorded(f"autograd_function/training/{case}/{backend}")
+    assert (graphs, breaks) == (theirs["graphs"], theirs["breaks"]) == (1, 0)
 
 
 def test_grad_enabled_without_inputs_requiring_grad_gives_no_grad_fn():
@@ -170,11 +189,23 @@ def uses_probe(x):
     return x - 1
 
 
+def _torch_compile_uses_probe() -> dict:
+    saved = list(CALLS)
+    try:
+        return _counts_torch(uses_probe, [torch.randn(3)], "eager")
+    finally:
+        CALLS[:] = saved
+
+
+measure("autograd_function/assume_constant_result", _torch_compile_uses_probe)
+
+
 def test_a_marked_constant_function_runs_once_while_tracing_and_folds():
     CALLS.clear()
     x = torch.randn(3)
     got, graphs, breaks, ops = _counts_graphlift(uses_probe, [x], "eager")
     torch.testing.assert_close(got, x + 1)
     assert CALLS == ["torch"]  # called for real once while tracing, not traced
-    _, their_graphs, their_breaks, their_ops = _counts_torch(uses_probe, [x], "eager")
-    assert (graphs, breaks, ops) == (their_graphs, their_breaks, their_ops) == (1, 0, 1)
+    theirs = recorded("autograd_function/assume_constant_result")
+    assert (graphs, breaks, ops) == (theirs["graphs"], theirs["breaks"], theirs["ops"]) == \
+        (1, 0, 1)

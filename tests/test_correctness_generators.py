@@ -7,7 +7,8 @@ inlined generator's body raised works.
 
 Every case runs eagerly and compiled on fresh copies of its arguments and compares the return
 value, the printed output, the exception (type and message) and the arguments and globals after
-the call; graph and break counts are checked against torch.compile where they are meaningful.
+the call; graph and break counts are checked against torch.compile's where they are meaningful
+(recorded: tests/reference).
 
 PYTEST_DONT_REWRITE: the cases' bytecode must be what the user wrote.
 """
@@ -18,6 +19,7 @@ import asyncio
 import collections
 import contextlib
 import copy
+import functools
 import io
 import itertools
 import types
@@ -26,8 +28,8 @@ from typing import Any
 
 import pytest
 import torch
-import torch._dynamo.testing
 from corpus.harness import assert_same
+from reference import measure, recorded
 
 import graphlift
 from graphlift.testing import CompileCounter
@@ -55,15 +57,30 @@ def check(fn: Callable, *args: Any, calls: int = 1) -> CompileCounter:
     return counter
 
 
-def torch_frames(fn: Callable, *args: Any) -> int:
-    """How many graphs torch.compile captures for one call of ``fn``."""
-    torch._dynamo.reset()
+def _torch_compile_frames(fn: Callable, make_args: Callable[[], tuple]) -> int:
+    """How many graphs torch.compile captures for one call of ``fn`` on ``make_args()``. A
+    measure (tests/reference)."""
+    import torch._dynamo.testing
+
+    torch.manual_seed(0)
+    args = make_args()
     counter = torch._dynamo.testing.CompileCounter()
     with contextlib.redirect_stdout(io.StringIO()):
         with contextlib.suppress(Exception):
             torch.compile(fn, backend=counter)(*copy.deepcopy(args))
-    torch._dynamo.reset()
     return counter.frame_count
+
+
+def register_frames(key: str, fn: Callable, make_args: Callable[[], tuple]) -> str:
+    """Register torch.compile's graphs for one call of ``fn`` as ``correctness_generators/<key>``;
+    returns the full key."""
+    return measure(f"correctness_generators/{key}",
+                   functools.partial(_torch_compile_frames, fn, make_args))
+
+
+def torch_frames(key: str) -> int:
+    """torch.compile's recorded graphs (see ``register_frames``)."""
+    return recorded(f"correctness_generators/{key}")
 
 
 # -- item 2: a compiled generator or coroutine function returns the generator or coroutine ------
@@ -88,6 +105,13 @@ async def agen(x):
     yield x + 2
 
 
+def _countdown_args() -> tuple:
+    return torch.randn(3), 3
+
+
+register_frames("item02_generator_function/countdown", countdown, _countdown_args)
+
+
 def test_item02_compiled_generator_function_returns_generator():
     x = torch.randn(3)
     compiled = graphlift.compile(countdown, backend=CompileCounter())
@@ -105,7 +129,8 @@ def test_item02_compiled_generator_function_returns_generator():
     assert stop.value.value == "done"
     stats = graphlift.stats(countdown)
     # torch.compile skips generator frames: no graph (its counter says 0 frames).
-    assert (stats.graphs, stats.eager_frames) == (0, 1) == (torch_frames(countdown, x, 3), 1)
+    assert (stats.graphs, stats.eager_frames) == (0, 1) == \
+        (torch_frames("item02_generator_function/countdown"), 1)
     assert stats.hits == 1  # the second call is a hit of the eager entry
 
 
@@ -115,8 +140,9 @@ def test_item02_compiled_generator_function_under_fullgraph_raises():
 
 
 def test_item02_compiled_coroutine_function_returns_coroutine():
-    # torch.compile also returns the coroutine (compared in a comment only: running a coroutine
-    # compiled by torch.compile 2.13 in this process crashes later dynamo compiles).
+    # torch.compile also returns the coroutine (compared in a comment only, not recorded: running
+    # a coroutine compiled by torch.compile 2.13 crashes the later dynamo compiles of its process,
+    # and the recording runs every measure in one).
     x = torch.randn(3)
     for fn in (add_later, add_now):
         coroutine = graphlift.compile(fn, backend=CompileCounter())(x)
@@ -265,13 +291,17 @@ INTERLEAVING = [
 ]
 
 
+for _fn, _make_args in INTERLEAVING:
+    register_frames(f"item03_interleave/{_fn.__name__}", _fn, _make_args)
+
+
 @pytest.mark.parametrize("fn, make_args", INTERLEAVING,
                          ids=[row[0].__name__ for row in INTERLEAVING])
 def test_item03_generator_side_effects_interleave(fn, make_args):
     args = make_args()
     counter = check(fn, *args, calls=2)
     compiled_whole(counter, fn)
-    assert torch_frames(fn, *args) == 1
+    assert torch_frames(f"item03_interleave/{fn.__name__}") == 1
 
 
 def accumulator(log):
@@ -570,13 +600,17 @@ AT_BREAKS = [
 ]
 
 
+for _fn, _make_args, *_ in AT_BREAKS:
+    register_frames(f"item03_at_breaks/{_fn.__name__}", _fn, _make_args)
+
+
 @pytest.mark.parametrize("fn, make_args, graphs, eager_frames, torch_graphs", AT_BREAKS,
                          ids=[row[0].__name__ for row in AT_BREAKS])
 def test_item03_generator_at_graph_breaks(fn, make_args, graphs, eager_frames, torch_graphs):
     args = make_args()
     counter = check(fn, *args, calls=2)
     assert (counter.frame_count, graphlift.stats(fn).eager_frames) == (graphs, eager_frames)
-    assert torch_frames(fn, *args) == torch_graphs
+    assert torch_frames(f"item03_at_breaks/{fn.__name__}") == torch_graphs
 
 
 @pytest.mark.parametrize("fn", [returns_unstarted_generator, returns_started_generator,
@@ -635,11 +669,18 @@ def leaves_catch_all_generator_open(x, log):
     return x * next(g)
 
 
+def _first_scale_args() -> tuple:
+    return torch.randn(3), Layers([-1.0, 2.0, 3.0])
+
+
+register_frames("sequence_iterator_left_suspended", first_scale, _first_scale_args)
+
+
 def test_a_sequence_iterator_left_suspended_is_traced_in_one_graph():
-    args = (torch.randn(3), Layers([-1.0, 2.0, 3.0]))
+    args = _first_scale_args()
     counter = check(first_scale, *args, calls=2)
     compiled_whole(counter, first_scale)
-    assert torch_frames(first_scale, *args) == 1
+    assert torch_frames("sequence_iterator_left_suspended") == 1
 
 
 @pytest.mark.parametrize("fn", [leaves_finally_generator_open, leaves_catch_all_generator_open])

@@ -4,7 +4,7 @@ One test (or parametrized group) per item of the issue, named by the item. Each 
 function eagerly and compiled and compares what a caller can see: the return value, printed
 output, the exception (type and message), mutated arguments and globals, grad mode and the random
 stream afterwards. Where graph or break counts say something about the fix, they are compared
-with torch.compile's (run in the same test, with dynamo's own counter).
+with torch.compile's (counted by dynamo's own counter; recorded: tests/reference).
 
 PYTEST_DONT_REWRITE: the bytecode of the cases must be what the user wrote.
 """
@@ -12,6 +12,8 @@ PYTEST_DONT_REWRITE: the bytecode of the cases must be what the user wrote.
 from __future__ import annotations
 
 import contextlib
+import functools
+import io
 import logging
 import operator
 from collections.abc import Callable
@@ -19,9 +21,8 @@ from typing import Any
 
 import pytest
 import torch
-import torch._dynamo
-import torch._dynamo.testing
 from corpus.harness import Outcome, assert_same, assert_same_outcome
+from reference import measure, recorded
 
 import graphlift
 from graphlift.testing import CompileCounter
@@ -56,15 +57,36 @@ def compare(fn: Callable, make: Callable[[int], tuple], capsys: pytest.CaptureFi
     return counter
 
 
-def dynamo_counts(fn: Callable, *args: Any) -> tuple[int, int]:
-    """torch.compile's (graphs, ops) for one call of ``fn``."""
-    torch._dynamo.reset()
+def _torch_compile_counts(fn: Callable, make: Callable[[], tuple]) -> list[int]:
+    """torch.compile's [graphs, ops] for one call of ``fn`` on ``make()``. A measure
+    (tests/reference)."""
+    import torch._dynamo.testing
+
+    torch.manual_seed(0)
     counter = torch._dynamo.testing.CompileCounter()
-    try:
-        torch.compile(fn, backend=counter)(*args)
-    finally:
-        torch._dynamo.reset()
-    return counter.frame_count, counter.op_count
+    with contextlib.redirect_stdout(io.StringIO()):
+        torch.compile(fn, backend=counter)(*make())
+    return [counter.frame_count, counter.op_count]
+
+
+def register_counts(key: str, fn: Callable, make: Callable[[], tuple]) -> None:
+    """Register torch.compile's [graphs, ops] for one call of ``fn`` as
+    ``correctness_graph/<key>``."""
+    measure(f"correctness_graph/{key}", functools.partial(_torch_compile_counts, fn, make))
+
+
+def dynamo_counts(key: str) -> tuple[int, int]:
+    """torch.compile's recorded (graphs, ops) (see ``register_counts``)."""
+    graphs, ops = recorded(f"correctness_graph/{key}")
+    return graphs, ops
+
+
+def _ones() -> tuple:
+    return (torch.ones(3),)
+
+
+def _t3() -> tuple:
+    return (t(3),)
 
 
 def t(*shape: int, seed: int = 0) -> torch.Tensor:
@@ -96,6 +118,8 @@ def _unused_index_raises(x):
 # torch.compile 2.13 folds torch.tensor([5]) into a constant (2 ops) and its graph returns x + 1
 # without raising; graphlift's graph raises IndexError, as eager does.
 DIFFERENT_FROM_DYNAMO = {_unused_index_raises: (1, 3)}
+for _fn in (_unused_rand, _unused_dropout, _only_unused_work):
+    register_counts(f"item09_dce/{_fn.__name__}", _fn, _ones)
 
 
 @pytest.mark.parametrize("fn", [_unused_rand, _unused_dropout, _only_unused_work,
@@ -113,7 +137,7 @@ def test_item09_random_ops_survive_dce(fn, capsys):
         got = outcome(compiled, *make(i))
         assert_same_outcome(eager, got)
         assert torch.equal(torch.rand(4), eager_next), "the call drew another amount of random"
-    expected = DIFFERENT_FROM_DYNAMO.get(fn) or dynamo_counts(fn, torch.ones(3))
+    expected = DIFFERENT_FROM_DYNAMO.get(fn) or dynamo_counts(f"item09_dce/{fn.__name__}")
     assert (counter.frame_count, counter.op_count) == expected
 
 
@@ -216,33 +240,52 @@ def _global_write_between_ops_then_raise(x, y):
         STEPS10 += 1
 
 
-@pytest.mark.parametrize("fn, make, written", [
-    (_write_between_ops_then_raise, lambda i: (t(2, 2), Calls()), lambda args: args[1].calls),
-    (_global_write_between_ops_then_raise, lambda i: (t(4, 5), t(4, 5, seed=1)),
-     lambda args: STEPS10),
-], ids=["attribute", "global"])
-def test_item10_a_write_between_ops_survives_a_later_op_raising(fn, make, written, capsys):
-    """The fuzzer's cases (seeds 205641, 206124): the graph raises at an in-place op whose
-    operands overlap, after a write that eager made; torch.compile loses the write."""
+WRITE_THEN_RAISE = {
+    "attribute": (_write_between_ops_then_raise, lambda i: (t(2, 2), Calls()),
+                  lambda args: args[1].calls),
+    "global": (_global_write_between_ops_then_raise, lambda i: (t(4, 5), t(4, 5, seed=1)),
+               lambda args: STEPS10),
+}
+
+
+def _write_then_raise(name: str, run: Callable) -> tuple[Outcome, Any]:
+    """The outcome of ``run`` on the case's arguments, and the write it made."""
     global STEPS10
-    seen = {}
-    for name, run in [("eager", fn), ("graphlift", graphlift.compile(fn)),
-                      ("torch.compile", _dynamo_compiled(fn))]:
+    fn, make, written = WRITE_THEN_RAISE[name]
+    STEPS10 = 0
+    args = make(0)
+    try:
+        return outcome(run, *args), written(args)
+    finally:
         STEPS10 = 0
-        args = make(0)
-        seen[name] = (outcome(run, *args), written(args))
-    torch._dynamo.reset()
-    eager = seen["eager"][0]
+
+
+def _torch_compile_write_then_raise(name: str) -> dict:
+    """What torch.compile raises (the exception's type name) and the write it leaves."""
+    fn = WRITE_THEN_RAISE[name][0]
+    got, written = _write_then_raise(name, torch.compile(fn, backend="eager"))
+    return {"error": type(got.error).__name__, "written": written}
+
+
+for _name in WRITE_THEN_RAISE:
+    measure(f"correctness_graph/item10_write_then_raise/{_name}",
+            functools.partial(_torch_compile_write_then_raise, _name))
+
+
+@pytest.mark.parametrize("name", list(WRITE_THEN_RAISE))
+def test_item10_a_write_between_ops_survives_a_later_op_raising(name, capsys):
+    """The fuzzer's cases (seeds 205641, 206124): the graph raises at an in-place op whose
+    operands overlap, after a write that eager made; torch.compile loses the write (recorded:
+    tests/reference)."""
+    fn = WRITE_THEN_RAISE[name][0]
+    eager, eager_written = _write_then_raise(name, fn)
+    got, got_written = _write_then_raise(name, graphlift.compile(fn))
     assert eager.error is not None
-    assert_same_outcome(eager, seen["graphlift"][0])
-    assert type(seen["torch.compile"][0].error) is type(eager.error)
+    assert_same_outcome(eager, got)
+    theirs = recorded(f"correctness_graph/item10_write_then_raise/{name}")
+    assert theirs["error"] == type(eager.error).__name__
     # The write, made once: torch.compile 2.13 loses it (this fails when torch changes that).
-    assert [seen[name][1] for name in ("eager", "graphlift", "torch.compile")] == [1, 1, 0]
-
-
-def _dynamo_compiled(fn: Callable) -> Callable:
-    torch._dynamo.reset()
-    return torch.compile(fn, backend="eager")
+    assert [eager_written, got_written, theirs["written"]] == [1, 1, 0]
 
 
 def _neg(x):
@@ -373,6 +416,32 @@ def _run_all(fn: Callable, args: tuple) -> tuple[Outcome, Any]:
     return outcome(fn, *args), G10
 
 
+RAISING_X = torch.tensor([[-1.0, 5.0], [5.0, 5.0]])  # the call on which the graph raises
+
+
+def _torch_compile_writes_between_ops(fn: Callable, make: Callable,
+                                      dynamo_leaves: Callable) -> dict:
+    """torch.compile compiled on the raising call: what it raises (the exception's type name),
+    whether it leaves what ``dynamo_leaves`` says, and its graphs."""
+    global G10
+    import torch._dynamo.testing
+
+    dynamo_counter = torch._dynamo.testing.CompileCounter()
+    try:
+        dynamo, _ = _run_all(torch.compile(fn, backend=dynamo_counter),
+                             (RAISING_X.clone(), *make(0)[1:]))
+        leaves = bool(dynamo_leaves(dynamo.args[0]))
+    finally:
+        G10 = None
+    return {"error": type(dynamo.error).__name__, "leaves": leaves,
+            "graphs": dynamo_counter.frame_count}
+
+
+for _fn, _make, _leaves in WRITES_BETWEEN_OPS:
+    measure(f"correctness_graph/item10_writes_between_ops/{_fn.__name__.strip('_')}",
+            functools.partial(_torch_compile_writes_between_ops, _fn, _make, _leaves))
+
+
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 @pytest.mark.parametrize("fn, make, dynamo_leaves", WRITES_BETWEEN_OPS,
                          ids=[case[0].__name__.strip("_") for case in WRITES_BETWEEN_OPS])
@@ -384,7 +453,7 @@ def test_item10_writes_before_the_raising_op_are_applied(fn, make, dynamo_leaves
     raises (x below zero)."""
     counter = graphlift.testing.CompileCounterWithBackend(backend)
     compiled = graphlift.compile(fn, backend=counter)
-    for x in (torch.full((2, 2), 5.0), torch.tensor([[-1.0, 5.0], [5.0, 5.0]])):
+    for x in (torch.full((2, 2), 5.0), RAISING_X):
         make_args = lambda i, x=x: (x.clone(), *make(i)[1:])  # noqa: E731
         eager, eager_global = _run_all(fn, make_args(0))
         got, got_global = _run_all(compiled, make_args(0))
@@ -397,13 +466,10 @@ def test_item10_writes_before_the_raising_op_are_applied(fn, make, dynamo_leaves
         assert got_global == eager_global
         assert_same_outcome(eager, got)
     assert eager.error is not None and graphlift.stats(compiled).compiles == 1
-    torch._dynamo.reset()
-    dynamo_counter = torch._dynamo.testing.CompileCounter()
-    dynamo, _ = _run_all(torch.compile(fn, backend=dynamo_counter), make_args(0))
-    torch._dynamo.reset()
-    assert type(dynamo.error) is type(eager.error)
-    assert dynamo_leaves(dynamo.args[0]), "torch.compile now keeps these writes"
-    assert counter.frame_count == dynamo_counter.frame_count == 1
+    dynamo = recorded(f"correctness_graph/item10_writes_between_ops/{fn.__name__.strip('_')}")
+    assert dynamo["error"] == type(eager.error).__name__
+    assert dynamo["leaves"], "torch.compile now keeps these writes"
+    assert counter.frame_count == dynamo["graphs"] == 1
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
@@ -535,12 +601,15 @@ def _writes_through_custom_op(x):
     return y + 1
 
 
+register_counts("item11_writes_through_custom_op", _writes_through_custom_op, _t3)
+
+
 def test_item11_a_call_that_writes_into_a_tensor_is_a_node(capsys):
     counter = compare(_writes_through_custom_op, lambda i: (t(3, seed=i),), capsys)
     assert counter.frame_count == 1
     targets = [n.target for n in counter.graphs[0].graph.nodes]
     assert targets.count(torch.ops.graphlift_test.fill_ones) == 2
-    assert counter.frame_count == dynamo_counts(_writes_through_custom_op, t(3))[0]
+    assert counter.frame_count == dynamo_counts("item11_writes_through_custom_op")[0]
 
 
 # -- 13: a frame without a graph still guards the global state it folded -------------------------
@@ -638,11 +707,15 @@ def _list_iadd_stays_in_place(x):
     return b
 
 
-@pytest.mark.parametrize("fn", [_int_plus_tensor, _one_plus_size, _float_minus_tensor,
-                                _list_iadd_stays_in_place], ids=operator.attrgetter("__name__"))
+AUGMENTED = [_int_plus_tensor, _one_plus_size, _float_minus_tensor, _list_iadd_stays_in_place]
+for _fn in AUGMENTED:
+    register_counts(f"item16_augmented/{_fn.__name__}", _fn, _t3)
+
+
+@pytest.mark.parametrize("fn", AUGMENTED, ids=operator.attrgetter("__name__"))
 def test_item16_augmented_assignment_on_immutable_left(fn, capsys):
     counter = compare(fn, lambda i: (t(3, seed=i),), capsys)
-    assert counter.frame_count == dynamo_counts(fn, t(3))[0]
+    assert counter.frame_count == dynamo_counts(f"item16_augmented/{fn.__name__}")[0]
     if fn is _one_plus_size:  # dynamic from the first compile: k is a SymInt, one graph for all
         graphlift.reset()
         counter = compare(fn, lambda i: (t(3 + i),), capsys, dynamic=True)
@@ -672,13 +745,17 @@ def _three_breaks_cell_rebound(x):
     return (lambda: c + x)()
 
 
+for _fn in (_two_breaks_with_cell, _three_breaks_cell_rebound):
+    register_counts(f"item17_cell_variable/{_fn.__name__}", _fn, _t3)
+
+
 @pytest.mark.parametrize(("fn", "breaks"), [(_two_breaks_with_cell, 2),
                                              (_three_breaks_cell_rebound, 3)],
                          ids=["two_breaks", "three_breaks_rebound"])
 def test_item17_breaks_with_a_cell_variable(fn, breaks, capsys):
     counter = compare(fn, lambda i: (t(3, seed=i),), capsys)
     assert graphlift.explain(fn)(t(3)).graph_break_count == breaks  # a resume per print
-    assert counter.frame_count == dynamo_counts(fn, t(3))[0]
+    assert counter.frame_count == dynamo_counts(f"item17_cell_variable/{fn.__name__}")[0]
     capsys.readouterr()
 
 

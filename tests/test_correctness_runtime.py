@@ -2,28 +2,23 @@
 limits, threads, and the policy for graphlift's own errors (issue 20, items 20 to 25).
 
 Each test runs the function eagerly and compiled and compares results, output and exceptions;
-where torch.compile has the same notion (graphs, compiles, recompiles), its counts are checked in
-the same test with ``torch._dynamo.testing.CompileCounter``.
+where torch.compile has the same notion (graphs, compiles, recompiles), the test checks its counts
+(``torch._dynamo.testing.CompileCounter``'s, recorded: tests/reference).
 """
 
+import contextlib
+import functools
 import math
 import threading
 import traceback
 
 import pytest
 import torch
-import torch._dynamo.testing
 from corpus.harness import assert_same
+from reference import measure, recorded
 
 import graphlift
 from graphlift.testing import CompileCounter
-
-
-@pytest.fixture
-def dynamo():
-    torch._dynamo.reset()
-    yield torch._dynamo.testing.CompileCounter
-    torch._dynamo.reset()
 
 
 class Small(torch.nn.Module):
@@ -40,14 +35,26 @@ def sin_plus_one(x):
 
 
 # -- item 20: compile of a compiled module; backends that return no function ----------------
-def test_item20_compile_of_a_compiled_module_runs_forward_with_self(dynamo):
+def _torch_compile_of_a_compiled_module() -> int:
+    import torch._dynamo.testing
+
+    torch.manual_seed(0)
     module, x = Small(), torch.randn(2, 3)
-    counter, theirs = CompileCounter(), dynamo()
+    theirs = torch._dynamo.testing.CompileCounter()
+    torch.compile(torch.compile(module, backend=theirs), backend=theirs)(x)
+    return theirs.frame_count
+
+
+measure("correctness_runtime/compile_of_a_compiled_module", _torch_compile_of_a_compiled_module)
+
+
+def test_item20_compile_of_a_compiled_module_runs_forward_with_self():
+    module, x = Small(), torch.randn(2, 3)
+    counter = CompileCounter()
     compiled = graphlift.compile(graphlift.compile(module), backend=counter)
     assert_same(module(x), compiled(x))
     assert_same(module(x), compiled(x))
-    torch.compile(torch.compile(module, backend=theirs), backend=theirs)(x)
-    assert counter.frame_count == theirs.frame_count == 1
+    assert counter.frame_count == recorded("correctness_runtime/compile_of_a_compiled_module") == 1
     assert compiled._orig_mod is module  # the module itself, not the first wrapper
 
 
@@ -60,17 +67,45 @@ def test_item20_compiling_again_uses_the_new_options():
     assert first.frame_count == second.frame_count == 1
 
 
-@pytest.mark.parametrize("returned", [None, 3], ids=["None", "int"])
-def test_item20_a_backend_returning_no_callable_fails_naming_it(dynamo, returned):
+NOT_CALLABLE = {"None": None, "int": 3}
+
+
+def _backend_returning(returned):
     def my_backend(gm, example_inputs):
         return returned
 
+    return my_backend
+
+
+def _torch_compile_backend_returning(returned) -> str | None:
+    """What torch.compile raises when its backend returns ``returned``: the exception's type
+    name, None for no exception."""
+    import torch._dynamo.exc
+
+    try:
+        torch.compile(sin_plus_one, backend=_backend_returning(returned))(torch.randn(3))
+    except torch._dynamo.exc.BackendCompilerFailed as error:
+        return type(error).__name__
+    except Exception as error:  # noqa: BLE001 - recorded, the test names what it expects
+        return f"not BackendCompilerFailed: {type(error).__name__}"
+    return None
+
+
+for _id, _returned in NOT_CALLABLE.items():
+    measure(f"correctness_runtime/backend_returning/{_id}",
+            functools.partial(_torch_compile_backend_returning, _returned))
+
+
+@pytest.mark.parametrize("returned_id", list(NOT_CALLABLE))
+def test_item20_a_backend_returning_no_callable_fails_naming_it(returned_id):
+    returned = NOT_CALLABLE[returned_id]
+    my_backend = _backend_returning(returned)
     x = torch.randn(3)
     with pytest.raises(graphlift.BackendCompilerFailed, match="'my_backend' returned") as info:
         graphlift.compile(sin_plus_one, backend=my_backend)(x)
     assert repr(returned) in str(info.value)
-    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed):
-        torch.compile(sin_plus_one, backend=my_backend)(x)
+    assert recorded(f"correctness_runtime/backend_returning/{returned_id}") == \
+        "BackendCompilerFailed"
 
 
 # -- item 24: the process-wide limit counts recompiles, not first compiles ---------------------
@@ -157,8 +192,11 @@ def overwrite_list_item(x):
     return x + SLOTS[1]
 
 
-@pytest.mark.parametrize("fn", [overwrite_dict_item, overwrite_list_item])
-def test_item23_an_overwritten_item_is_not_guarded_on_its_old_value(dynamo, fn):
+OVERWRITES = [overwrite_dict_item, overwrite_list_item]
+
+
+@contextlib.contextmanager
+def _items_restored():
     saved = dict(SIZES), list(SLOTS)
 
     def three_calls(call):  # the second call sees the item the first one wrote
@@ -167,14 +205,34 @@ def test_item23_an_overwritten_item_is_not_guarded_on_its_old_value(dynamo, fn):
         return [(call(torch.ones(3)), dict(SIZES), list(SLOTS)) for _ in range(3)]
 
     try:
-        counter, theirs = CompileCounter(), dynamo()
-        expected = three_calls(fn)
-        assert_same(expected, three_calls(graphlift.compile(fn, backend=counter)))
-        three_calls(torch.compile(fn, backend=theirs))
-        assert graphlift.stats(fn).compiles == theirs.frame_count == 1
+        yield three_calls
     finally:
         SIZES.update(saved[0])
         SLOTS[:] = saved[1]
+
+
+def _torch_compile_overwrite(fn) -> int:
+    import torch._dynamo.testing
+
+    theirs = torch._dynamo.testing.CompileCounter()
+    with _items_restored() as three_calls:
+        three_calls(torch.compile(fn, backend=theirs))
+    return theirs.frame_count
+
+
+for _fn in OVERWRITES:
+    measure(f"correctness_runtime/overwritten_item/{_fn.__name__}",
+            functools.partial(_torch_compile_overwrite, _fn))
+
+
+@pytest.mark.parametrize("fn", OVERWRITES)
+def test_item23_an_overwritten_item_is_not_guarded_on_its_old_value(fn):
+    with _items_restored() as three_calls:
+        counter = CompileCounter()
+        expected = three_calls(fn)
+        assert_same(expected, three_calls(graphlift.compile(fn, backend=counter)))
+        assert graphlift.stats(fn).compiles == \
+            recorded(f"correctness_runtime/overwritten_item/{fn.__name__}") == 1
 
 
 def pop_then_print(x, lst):
@@ -225,14 +283,36 @@ FLOAT_CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(FLOAT_CASES))
-def test_item22_a_changing_float_recompiles_once_like_torch_compile(dynamo, case):
+def _torch_compile_changing_float(case: str) -> dict:
+    """torch.compile's graphs over twelve calls, and whether they all agreed with eager."""
+    import torch._dynamo.testing
+
     fn, make_args = FLOAT_CASES[case]
-    counter, theirs = CompileCounter(), dynamo()
+    theirs = torch._dynamo.testing.CompileCounter()
+    expected = twelve_calls(fn, make_args)
+    got = twelve_calls(torch.compile(fn, backend=theirs), make_args)
+    try:
+        assert_same(expected, got)
+        same = True
+    except AssertionError:
+        same = False
+    return {"graphs": theirs.frame_count, "same_as_eager": same}
+
+
+for _case in FLOAT_CASES:
+    measure(f"correctness_runtime/changing_float/{_case}",
+            functools.partial(_torch_compile_changing_float, _case))
+
+
+@pytest.mark.parametrize("case", sorted(FLOAT_CASES))
+def test_item22_a_changing_float_recompiles_once_like_torch_compile(case):
+    fn, make_args = FLOAT_CASES[case]
+    counter = CompileCounter()
     expected = twelve_calls(fn, make_args)
     assert_same(expected, twelve_calls(graphlift.compile(fn, backend=counter), make_args))
-    assert_same(expected, twelve_calls(torch.compile(fn, backend=theirs), make_args))
-    assert counter.frame_count == theirs.frame_count  # 2 graphs; 3 with the break's first graph
+    # 2 graphs; 3 with the break's first graph
+    assert recorded(f"correctness_runtime/changing_float/{case}") == \
+        {"graphs": counter.frame_count, "same_as_eager": True}
     assert counter.frame_count <= 3 and not graphlift.stats(fn).recompile_limit_hit
 
 
@@ -280,22 +360,47 @@ def signed_text(x, s):
     return x * s, str(s), f"{s:.3f}", math.copysign(1.0, s)
 
 
-@pytest.mark.parametrize("order", [(0.5, 1.5, 0.0, -0.0, 2.5, -0.0),
-                                   (0.5, 1.5, -0.0, 0.0, 2.5, 0.0)])
-def test_item22_a_signed_zero_keeps_its_sign_after_floats_became_dynamic(dynamo, order):
+ZERO_ORDERS = {"zero_first": (0.5, 1.5, 0.0, -0.0, 2.5, -0.0),
+               "minus_zero_first": (0.5, 1.5, -0.0, 0.0, 2.5, 0.0)}
+
+
+def _torch_compile_signed_zero(order: tuple) -> dict:
+    """torch.compile's graphs over the calls, and whether each agreed with eager."""
+    import torch._dynamo.testing
+
+    theirs = torch._dynamo.testing.CompileCounter()
+    compiled = torch.compile(signed_text, backend=theirs)
+    same = True
+    for s in order:
+        try:
+            assert_same(signed_text(torch.ones(2), s), compiled(torch.ones(2), s))
+        except AssertionError:
+            same = False
+    return {"graphs": theirs.frame_count, "same_as_eager": same}
+
+
+for _id, _order in ZERO_ORDERS.items():
+    measure(f"correctness_runtime/signed_zero/{_id}",
+            functools.partial(_torch_compile_signed_zero, _order))
+
+
+@pytest.mark.parametrize("order_id", list(ZERO_ORDERS))
+def test_item22_a_signed_zero_keeps_its_sign_after_floats_became_dynamic(order_id):
     # Found by the fuzzer (seed 305824: f"{x.max().round().item():.3f}" printed 0.000 for
     # -0.000): the ShapeEnv's sympy has no -0.0, so a dynamic float specialized at a zero let
     # the other zero through its guard. Zeros stay constants with a sign-checking guard.
-    counter, theirs = CompileCounter(), dynamo()
+    order = ZERO_ORDERS[order_id]
+    counter = CompileCounter()
     compiled = graphlift.compile(signed_text, backend=counter)
-    reference = torch.compile(signed_text, backend=theirs)
     for s in order:
         expected = signed_text(torch.ones(2), s)
         assert_same(expected, compiled(torch.ones(2), s))
-        assert_same(expected, reference(torch.ones(2), s))
     # Known difference: str()/format of a dynamic float specializes it here (one entry per
-    # value, each zero its own), where torch.compile keeps 2 graphs. At most one per value.
-    assert theirs.frame_count == 2 and counter.frame_count <= len(set(map(str, order)))
+    # value, each zero its own), where torch.compile keeps 2 graphs (recorded). At most one per
+    # value.
+    theirs = recorded(f"correctness_runtime/signed_zero/{order_id}")
+    assert theirs == {"graphs": 2, "same_as_eager": True}
+    assert counter.frame_count <= len(set(map(str, order)))
 
 
 # -- item 21: a compiled recursion's traceback reads like eager's ------------------------------

@@ -1,9 +1,10 @@
 """Guard and recompile messages point at the user's code (issue 17).
 
 Each guard that a traced line relied on names that line (``L['n'] == 2  # for i in range(n):
-at f.py:5``), as torch.compile's guard log does: the test reads torch.compile's own guard log for
-the same function and checks that both name the same line. A value that became dynamic but is
-still guarded says why; guards of resume functions never show graphlift's internal names.
+at f.py:5``), as torch.compile's guard log does: the test checks that both name the same line
+(what torch.compile's own guard log names for the same function is recorded: tests/reference).
+A value that became dynamic but is still guarded says why; guards of resume functions never show
+graphlift's internal names.
 """
 
 import contextlib
@@ -13,6 +14,7 @@ import re
 
 import pytest
 import torch
+from reference import measure, recorded
 
 import graphlift
 from graphlift import logs
@@ -55,20 +57,28 @@ def graphlift_logs():
     logs.set_logs()
 
 
-def torch_guard_origin(fn, args, guard: str) -> tuple[str, int]:
-    """The ``# line  # file:N in f`` comment torch.compile's guard log puts after ``guard``."""
-    torch._dynamo.reset()
+def torch_guard_origin(fn, args, guard: str) -> dict:
+    """The ``# line  # file:N in f`` comment torch.compile's guard log puts after ``guard``: the
+    line's text, and its number counted from ``fn``'s first line (the recording stays true when
+    lines above ``fn`` move)."""
     torch._logging.set_logs(guards=True)
     try:
         with captured("torch._dynamo.guards.__guards") as records:
             torch.compile(fn, backend="eager")(*args)
     finally:
         torch._logging.set_logs()
-        torch._dynamo.reset()
     text = "\n".join(records)
     match = re.search(re.escape(guard) + r"\s+# (?P<line>.*?)  # .*?:(?P<number>\d+) in ", text)
-    assert match is not None, text
-    return match["line"], int(match["number"])
+    if match is None:
+        return None  # no such guard, or no comment after it
+    return {"line": match["line"], "offset": int(match["number"]) - fn.__code__.co_firstlineno}
+
+
+def _torch_compile_origin_of_n() -> dict | None:
+    return torch_guard_origin(loops, (torch.ones(3), 2), "L['n'] == 2")
+
+
+measure("guard_messages/guard_origin_of_range_n", _torch_compile_origin_of_n)
 
 
 def test_each_guard_names_the_line_that_read_the_value_as_torch_compile_does(graphlift_logs):
@@ -77,8 +87,8 @@ def test_each_guard_names_the_line_that_read_the_value_as_torch_compile_does(gra
     line = line_of(loops, "for i in range(n)")
     assert f"  - L['n'] == 2  # for i in range(n):  at {__file__}:{line}" in text.splitlines()
     assert f"  - L['x'].size()[0] == 3  # y = x * 2  at {__file__}:{line - 1}" in text.splitlines()
-    assert torch_guard_origin(loops, (torch.ones(3), 2), "L['n'] == 2") == \
-        ("for i in range(n):", line)
+    assert recorded("guard_messages/guard_origin_of_range_n") == \
+        {"line": "for i in range(n):", "offset": line - loops.__code__.co_firstlineno}
 
 
 def test_the_recompile_reason_names_the_line_and_why_a_dynamic_value_stays_guarded(

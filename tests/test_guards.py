@@ -4,16 +4,18 @@ A changed property must recompile (a new cache entry) and the compiled result mu
 eager; an unchanged one must hit.
 """
 
+import contextlib
+import functools
 import gc
+import io
 import logging
 import math
 import types
 
 import pytest
 import torch
-import torch._dynamo
 from corpus.harness import assert_same
-from torch._dynamo.utils import counters
+from reference import measure, recorded
 
 import graphlift
 from graphlift.testing import CompileCounter
@@ -331,9 +333,25 @@ def test_cpp_checks_keep_dynamic_sizes_free():
     assert graphlift.stats(compiled).compiles == 3  # a new rank misses
 
 
+def _torch_compile_conjugate_view() -> int:
+    """torch.compile's graphs over a complex tensor, then its lazily conjugated view."""
+    import torch._dynamo.testing
+
+    torch.manual_seed(0)
+    x = torch.randn(4, dtype=torch.complex64)
+    theirs = torch._dynamo.testing.CompileCounter()
+    tc = torch.compile(double, backend=theirs)
+    tc(x)
+    tc(x.conj())
+    return theirs.frame_count
+
+
+measure("guards/conjugate_view", _torch_compile_conjugate_view)
+
+
 def test_conjugate_view_recompiles_like_torch_compile():
     """TensorGuards compares dispatch keys: a lazily conjugated view gets an entry of its own,
-    as under torch.compile, and the miss is explained."""
+    as under torch.compile (recorded: tests/reference), and the miss is explained."""
     x = torch.randn(4, dtype=torch.complex64)
     counter = CompileCounter()
     compiled = graphlift.compile(double, backend=counter)
@@ -343,13 +361,7 @@ def test_conjugate_view_recompiles_like_torch_compile():
             compiled(x.conj())
     assert "dispatch keys differ" in str(info.value)
     check_same(compiled, double, x.conj())
-    torch._dynamo.reset()
-    theirs = CompileCounter()
-    tc = torch.compile(double, backend=theirs)
-    tc(x)
-    tc(x.conj())
-    torch._dynamo.reset()
-    assert counter.frame_count == theirs.frame_count == 2
+    assert counter.frame_count == recorded("guards/conjugate_view") == 2
 
 
 class Tagged(torch.Tensor):
@@ -367,16 +379,43 @@ class Loud:
         return 0
 
 
-@pytest.mark.parametrize("other", [
-    pytest.param(lambda: 2.5, id="float"),
-    pytest.param(lambda: torch.nn.Parameter(torch.randn(3), requires_grad=False), id="parameter"),
-    pytest.param(lambda: torch.randn(3).as_subclass(Tagged), id="subclass"),
-    pytest.param(Loud, id="object"),
-])
-def test_tensor_type_checks_left_to_cpp_still_miss_on_another_type(other, capsys):
+OTHER_TYPES = {
+    "float": lambda: 2.5,
+    "parameter": lambda: torch.nn.Parameter(torch.randn(3), requires_grad=False),
+    "subclass": lambda: torch.randn(3).as_subclass(Tagged),
+    "object": Loud,
+}
+
+
+def _torch_compile_another_type(other) -> dict:
+    """torch.compile on a tensor, then on another type: the frames it converted (without a graph
+    for a float, or with __mul__'s frame) and its graphs."""
+    import torch._dynamo.testing
+    import torch._dynamo.utils
+
+    torch.manual_seed(0)
+    torch._dynamo.utils.counters.clear()
+    theirs = torch._dynamo.testing.CompileCounter()
+    tc = torch.compile(double, backend=theirs)
+    with contextlib.redirect_stdout(io.StringIO()):
+        tc(torch.randn(3))
+        tc(other())
+    return {"frames_ok": torch._dynamo.utils.counters["frames"]["ok"],
+            "graphs": theirs.frame_count}
+
+
+for _name, _other in OTHER_TYPES.items():
+    measure(f"guards/another_tensor_type/{_name}",
+            functools.partial(_torch_compile_another_type, _other))
+
+
+@pytest.mark.parametrize("name", list(OTHER_TYPES))
+def test_tensor_type_checks_left_to_cpp_still_miss_on_another_type(name, capsys):
     """A tensor's ``type(x) is torch.Tensor`` runs inside TensorGuards on a hit (it compares the
-    exact type before reading anything): another type misses as under torch.compile, the miss
-    names the type guard, and nothing is read from the other object."""
+    exact type before reading anything): another type misses as under torch.compile (recorded:
+    tests/reference), the miss names the type guard, and nothing is read from the other
+    object."""
+    other = OTHER_TYPES[name]
     counter = CompileCounter()
     compiled = graphlift.compile(double, backend=counter)
     check_same(compiled, double, torch.randn(3))
@@ -387,17 +426,10 @@ def test_tensor_type_checks_left_to_cpp_still_miss_on_another_type(other, capsys
     assert "type(L['x']) is torch.Tensor" in str(info.value)
     assert capsys.readouterr().out == ""
     check_same(compiled, double, other())
-    torch._dynamo.reset()
-    counters.clear()
-    theirs = CompileCounter()
-    tc = torch.compile(double, backend=theirs)
-    tc(torch.randn(3))
-    tc(other())
-    converted = counters["frames"]["ok"]  # without a graph for a float, or with __mul__'s frame
-    torch._dynamo.reset()
-    assert graphlift.stats(compiled).compiles == 2 and converted >= 2
+    theirs = recorded(f"guards/another_tensor_type/{name}")
+    assert graphlift.stats(compiled).compiles == 2 and theirs["frames_ok"] >= 2
     if type(other()) is torch.nn.Parameter:  # graphlift runs a subclass's frame eagerly
-        assert counter.frame_count == theirs.frame_count == 2
+        assert counter.frame_count == theirs["graphs"] == 2
 
 
 def test_tensor_type_check_stays_in_python_where_a_check_reads_through_the_tensor():
