@@ -1,10 +1,24 @@
 """The cases of tests/test_distributed.py, run by each of two gloo processes on 127.0.0.1.
 
-``python tests/distributed_cases.py RANK WORLD PORT OUT`` joins the group, runs every case of
-``CASES`` eagerly, under graphlift and under torch.compile (backend "eager" or a counter), and
-writes one JSON file per rank with what it measured: whether graphlift's results and side
-effects equal eager's, and the graph and break counts of both compilers. The test reads them.
-One pair of processes runs every case: starting one costs seconds (importing torch).
+``python tests/distributed_cases.py RANK WORLD PORT OUT`` joins the group and runs every case of
+``CASES`` in two phases: its ``graphlift`` phase runs it eagerly and under graphlift, its
+``torch_compile`` phase (where it has one) under torch.compile (backend "eager" or a counter).
+It writes one JSON file per rank with what it measured, each case's two phases merged into one
+dict: whether graphlift's results and side effects equal eager's, and the graph and break counts
+of both compilers. The test reads them.
+
+The order: the graphlift phases of all cases first, then the torch.compile phases of all cases.
+torch.compile's first call changes torch for the whole process (it turns off
+``torch.distributions`` argument validation and wraps every optimizer's ``_init_group`` in
+``torch._dynamo.disable``), so a graphlift measurement after it would test graphlift on a torch no
+user has. The phases of a case therefore share nothing: each builds its inputs and models anew,
+seeded, and the torch.compile phase measures its own eager reference. The JSON also says, under
+``MARKS``, whether those changes were there when the last graphlift phase ended (they must not
+be) and at the end (they must be: the check sees them).
+
+One pair of processes runs every case: starting one costs seconds (importing torch). After each
+phase of each case both ranks meet in a barrier, so that a case that failed on one rank does not
+shift the other's.
 """
 
 from __future__ import annotations
@@ -14,50 +28,74 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-CASES: dict[str, Callable[[int], dict[str, Any]]] = {}
+Phase = Callable[[int], dict[str, Any]]  # takes the rank, returns what it measured
 
 
-def case(fn: Callable[[int], dict[str, Any]]) -> Callable[[int], dict[str, Any]]:
-    CASES[fn.__name__] = fn
-    return fn
+@dataclass(frozen=True)
+class Case:
+    """``graphlift``: the case run eagerly and under graphlift; ``torch_compile``: under
+    torch.compile, after every case's graphlift phase (None: the case has no such figure)."""
+
+    graphlift: Phase
+    torch_compile: Phase | None = None
+
+
+CASES: dict[str, Case] = {}
+
+# Before anything could change it: what torch_compile_has_run() (tests/conftest.py) compares with.
+_INIT_GROUP = torch.optim.SGD._init_group
+MARKS = "_torch_compile_marks"  # the JSON's key for them; no case has that name
+
+
+def _torch_compile_marks() -> bool:
+    """Whether torch.compile's first call has changed torch in this process."""
+    return (torch.distributions.Distribution._validate_args is not True
+            or torch.optim.SGD._init_group is not _INIT_GROUP)
 
 
 # -- collectives: eager against graphlift against torch.compile --------------------------------
-def _counts(fn: Callable, make_args: Callable[[int], tuple], calls: int = 2) -> dict[str, Any]:
-    """Run ``fn`` eagerly and compiled by both, ``calls`` times with fresh arguments."""
-    import torch._dynamo
-    from torch._dynamo.testing import CompileCounter as DynamoCounter
-    from torch._dynamo.utils import counters
+def _counts(fn: Callable, make_args: Callable[[int, int], tuple], calls: int = 2) -> Case:
+    """Run ``fn`` ``calls`` times with fresh arguments (``make_args(rank, i)``): eagerly and under
+    graphlift, then under torch.compile."""
+    def graphlift_phase(rank: int) -> dict[str, Any]:
+        import graphlift
+        from graphlift.testing import CompileCounter
 
-    import graphlift
-    from graphlift.testing import CompileCounter
+        graphlift.reset()
+        counter = CompileCounter()
+        compiled = graphlift.compile(fn, backend=counter)
+        same = True
+        for i in range(calls):
+            eager_args, gl_args = make_args(rank, i), make_args(rank, i)
+            expected, got = fn(*eager_args), compiled(*gl_args)
+            same = same and _equal(expected, got) and _equal(eager_args, gl_args)
+        stats = graphlift.stats(compiled)
+        return {"same": same, "graphs": counter.frame_count, "breaks": stats.graph_breaks,
+                "compiles": stats.compiles, "code": [gm.code for gm in counter.graphs]}
 
-    graphlift.reset()
-    counter = CompileCounter()
-    compiled = graphlift.compile(fn, backend=counter)
-    same = True
-    for i in range(calls):
-        eager_args, gl_args = make_args(i), make_args(i)
-        expected, got = fn(*eager_args), compiled(*gl_args)
-        same = same and _equal(expected, got) and _equal(eager_args, gl_args)
-    stats = graphlift.stats(compiled)
-    torch._dynamo.reset()
-    counters.clear()
-    dynamo = DynamoCounter()
-    tc = torch.compile(fn, backend=dynamo)
-    for i in range(calls):
-        tc(*make_args(i))
-    breaks = sum(counters["graph_break"].values())
-    torch._dynamo.reset()
-    return {"same": same, "graphs": counter.frame_count, "breaks": stats.graph_breaks,
-            "compiles": stats.compiles, "tc_graphs": dynamo.frame_count, "tc_breaks": breaks,
-            "code": [gm.code for gm in counter.graphs]}
+    def torch_compile_phase(rank: int) -> dict[str, Any]:
+        import torch._dynamo
+        from torch._dynamo.testing import CompileCounter as DynamoCounter
+        from torch._dynamo.utils import counters
+
+        torch._dynamo.reset()
+        counters.clear()
+        dynamo = DynamoCounter()
+        tc = torch.compile(fn, backend=dynamo)
+        for i in range(calls):
+            tc(*make_args(rank, i))
+        breaks = sum(counters["graph_break"].values())
+        torch._dynamo.reset()
+        return {"tc_graphs": dynamo.frame_count, "tc_breaks": breaks}
+
+    return Case(graphlift_phase, torch_compile_phase)
 
 
 def _equal(a: Any, b: Any) -> bool:
@@ -147,26 +185,27 @@ def all_reduce_requires_grad_breaks(w):
     return t.sum()
 
 
-COLLECTIVE_CASES: dict[str, Callable] = {
-    "all_reduce": lambda r: _counts(all_reduce, lambda i: (_x(r, i),)),
-    "all_reduce_max_into_input": lambda r: _counts(all_reduce_max_into_input,
-                                                   lambda i: (_x(r, i),)),
-    "all_reduce_async_wait": lambda r: _counts(all_reduce_async_wait, lambda i: (_x(r, i),)),
-    "all_gather_into_tensor": lambda r: _counts(all_gather_into_tensor, lambda i: (_x(r, i),)),
-    "reduce_scatter_tensor": lambda r: _counts(reduce_scatter_tensor, lambda i: (_x(r, i),)),
-    "broadcast": lambda r: _counts(broadcast, lambda i: (_x(r, i),)),
-    "all_to_all_single": lambda r: _counts(all_to_all_single, lambda i: (_x(r, i),)),
-    "all_to_all_single_splits": lambda r: _counts(all_to_all_single_splits,
-                                                  lambda i: (_x(r, i),)),
-    "queries": lambda r: _counts(queries, lambda i: (_x(r, i),)),
-    "on_subgroup": lambda r: _counts(on_subgroup, lambda i: (_x(r, i), _SUBGROUP[0])),
-    "all_gather_list_breaks": lambda r: _counts(all_gather_list_breaks, lambda i: (_x(r, i),)),
-    "all_reduce_requires_grad_breaks": lambda r: _counts(
-        all_reduce_requires_grad_breaks, lambda i: (_x(r, i).requires_grad_(),)),
+def _x_only(rank: int, i: int) -> tuple:
+    return (_x(rank, i),)
+
+
+COLLECTIVE_CASES: dict[str, Case] = {
+    "all_reduce": _counts(all_reduce, _x_only),
+    "all_reduce_max_into_input": _counts(all_reduce_max_into_input, _x_only),
+    "all_reduce_async_wait": _counts(all_reduce_async_wait, _x_only),
+    "all_gather_into_tensor": _counts(all_gather_into_tensor, _x_only),
+    "reduce_scatter_tensor": _counts(reduce_scatter_tensor, _x_only),
+    "broadcast": _counts(broadcast, _x_only),
+    "all_to_all_single": _counts(all_to_all_single, _x_only),
+    "all_to_all_single_splits": _counts(all_to_all_single_splits, _x_only),
+    "queries": _counts(queries, _x_only),
+    "on_subgroup": _counts(on_subgroup, lambda r, i: (_x(r, i), _SUBGROUP[0])),
+    "all_gather_list_breaks": _counts(all_gather_list_breaks, _x_only),
+    "all_reduce_requires_grad_breaks": _counts(
+        all_reduce_requires_grad_breaks, lambda r, i: (_x(r, i).requires_grad_(),)),
 }
-_SUBGROUP: list[Any] = []
-for _name, _run in COLLECTIVE_CASES.items():
-    CASES[_name] = _run
+_SUBGROUP: list[Any] = []  # main() makes the group, once the process group is up
+CASES.update(COLLECTIVE_CASES)
 
 
 def rank_shaped(x):
@@ -188,7 +227,7 @@ def _rank_differs(rank: int) -> dict[str, Any]:
     return {"same": same, "compiles": graphlift.stats(compiled).compiles}
 
 
-CASES["rank_inputs_differ"] = _rank_differs
+CASES["rank_inputs_differ"] = Case(_rank_differs)
 
 
 # -- compiler collectives: ranks agree which sizes are dynamic ---------------------------------
@@ -203,13 +242,10 @@ def _graph_code(gm: torch.fx.GraphModule) -> str:
     return "\n".join(line for line in gm.code.splitlines() if line.strip())
 
 
-def _agreed(enabled: bool) -> Callable[[int], dict]:
+def _agreed(enabled: bool) -> Case:
     """Rank 1's input is longer from the first call on: with compiler collectives both ranks
     compile one dynamic graph, without they compile a static graph each (of other sizes)."""
-    def run(rank: int) -> dict[str, Any]:
-        import torch._dynamo
-        from torch._dynamo.testing import EagerAndRecordGraphs
-
+    def graphlift_phase(rank: int) -> dict[str, Any]:
         import graphlift
         from graphlift.testing import CompileCounter
 
@@ -220,6 +256,14 @@ def _agreed(enabled: bool) -> Callable[[int], dict]:
         with graphlift.config.patch(enable_compiler_collectives=enabled):
             same = all(torch.equal(halves(_x(rank, i, n)), compiled(_x(rank, i, n)))
                        for i in range(2))
+        return {"same": same, "compiles": graphlift.stats(compiled).compiles,
+                "code": [_graph_code(gm) for gm in counter.graphs]}
+
+    def torch_compile_phase(rank: int) -> dict[str, Any]:
+        import torch._dynamo
+        from torch._dynamo.testing import EagerAndRecordGraphs
+
+        n = 4 if rank == 0 else 6
         torch._dynamo.reset()
         dynamo = EagerAndRecordGraphs()
         tc = torch.compile(halves, backend=dynamo)
@@ -231,10 +275,9 @@ def _agreed(enabled: bool) -> Callable[[int], dict]:
             except Exception as error:  # 2.13 on a gloo group: its device check fails
                 tc_error = f"{type(error).__name__}: {str(error).splitlines()[0]}"
         torch._dynamo.reset()
-        return {"same": same, "compiles": graphlift.stats(compiled).compiles,
-                "code": [_graph_code(gm) for gm in counter.graphs],
-                "tc_code": [_graph_code(gm) for gm in dynamo.graphs], "tc_error": tc_error}
-    return run
+        return {"tc_code": [_graph_code(gm) for gm in dynamo.graphs], "tc_error": tc_error}
+
+    return Case(graphlift_phase, torch_compile_phase)
 
 
 def _compiles_alone(rank: int) -> dict[str, Any]:
@@ -260,7 +303,7 @@ def _compiles_alone(rank: int) -> dict[str, Any]:
 
 CASES.update({"compiler_collectives": _agreed(True),
               "compiler_collectives_off": _agreed(False),
-              "compiler_collectives_alone": _compiles_alone})
+              "compiler_collectives_alone": Case(_compiles_alone)})
 
 
 # -- DDP: gradients against eager DDP, graphs per bucket --------------------------------------
@@ -313,6 +356,7 @@ def _grads(module: torch.nn.Module, *args: Any) -> list[torch.Tensor]:
 
 
 def _batches(rank: int) -> list[tuple]:
+    torch.manual_seed(rank)
     return [(torch.randn(4, 512) * (rank + 1),)] * 2
 
 
@@ -349,51 +393,63 @@ class _SplitFails:
 
 
 def _ddp(form: str, backend: str, optimize_ddp: bool = True, model: Callable = _mlp,
-         batches: Callable[[int], list[tuple]] = _batches,
-         split_fails: bool = False) -> Callable[[int], dict]:
-    def run(rank: int) -> dict[str, Any]:
-        import contextlib
+         batches: Callable[[int], list[tuple]] = _batches, split_fails: bool = False) -> Case:
+    """Two backward passes of ``form`` against eager DDP's gradients (both phases build the model
+    and batches anew, seeded, and run eager DDP for their reference)."""
+    def wrap(module: torch.nn.Module, compile: Callable) -> torch.nn.Module:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        if form == "compile(DDP)":
+            return compile(DDP(module, bucket_cap_mb=1))
+        return DDP(compile(module), bucket_cap_mb=1)
+
+    def reference(rank: int) -> tuple[torch.nn.Module, list[tuple], list[list[torch.Tensor]]]:
+        """The model, the batches and eager DDP's gradients for each batch."""
         import copy
 
-        import torch._dynamo
-        from torch._dynamo.testing import CompileCounterWithBackend as DynamoCounter
         from torch.nn.parallel import DistributedDataParallel as DDP
+
+        base, inputs = model(), batches(rank)
+        eager = DDP(copy.deepcopy(base), bucket_cap_mb=1)
+        return base, inputs, [_grads(eager, *args) for args in inputs]
+
+    def same_grads(expected: list[list[torch.Tensor]], got: list[list[torch.Tensor]]) -> bool:
+        return all(torch.allclose(a, b, atol=1e-4) for e, g in zip(expected, got)
+                   for a, b in zip(e, g))
+
+    def graphlift_phase(rank: int) -> dict[str, Any]:
+        import contextlib
 
         import graphlift
         from graphlift.testing import CompileCounter, CompileCounterWithBackend
 
-        base, inputs = model(), batches(rank)
-        reference = DDP(copy.deepcopy(base), bucket_cap_mb=1)
-        expected = [_grads(reference, *args) for args in inputs]
+        base, inputs, expected = reference(rank)
         graphlift.reset()
         counter = CompileCounter() if backend == "eager" else CompileCounterWithBackend(backend)
         warnings: list[str] = []
         with graphlift.config.patch(optimize_ddp=optimize_ddp), \
                 _SplitFails() if split_fails else contextlib.nullcontext(warnings) as warnings:
-            if form == "compile(DDP)":
-                compiled = graphlift.compile(DDP(copy.deepcopy(base), bucket_cap_mb=1),
-                                             backend=counter)
-            else:
-                compiled = DDP(graphlift.compile(copy.deepcopy(base), backend=counter),
-                               bucket_cap_mb=1)
+            compiled = wrap(base, lambda m: graphlift.compile(m, backend=counter))
             got = [_grads(compiled, *args) for args in inputs]
-        same = all(torch.allclose(a, b, atol=1e-4) for e, g in zip(expected, got)
-                   for a, b in zip(e, g))
+        return {"same": same_grads(expected, got), "graphs": counter.frame_count,
+                "warnings": warnings,
+                "compiles": graphlift.stats(compiled if form == "compile(DDP)"
+                                            else compiled.module).compiles}
+
+    def torch_compile_phase(rank: int) -> dict[str, Any]:
+        import torch._dynamo
+        from torch._dynamo.testing import CompileCounterWithBackend as DynamoCounter
+
+        base, inputs, expected = reference(rank)
         torch._dynamo.reset()
         dynamo = DynamoCounter(backend)
         with torch._dynamo.config.patch(optimize_ddp=optimize_ddp):
-            if form == "compile(DDP)":
-                tc = torch.compile(DDP(copy.deepcopy(base), bucket_cap_mb=1), backend=dynamo)
-            else:
-                tc = DDP(torch.compile(copy.deepcopy(base), backend=dynamo), bucket_cap_mb=1)
-            tc_same = all(torch.allclose(a, b, atol=1e-4) for args, e in zip(inputs, expected)
-                          for a, b in zip(e, _grads(tc, *args)))
+            tc = wrap(base, lambda m: torch.compile(m, backend=dynamo))
+            tc_same = same_grads(expected, [_grads(tc, *args) for args in inputs])
         torch._dynamo.reset()
-        return {"same": same, "graphs": counter.frame_count, "tc_graphs": dynamo.frame_count,
-                "tc_same": tc_same, "warnings": warnings,
-                "compiles": graphlift.stats(compiled if form == "compile(DDP)"
-                                            else compiled.module).compiles}
-    return run
+        return {"tc_graphs": dynamo.frame_count, "tc_same": tc_same}
+
+    return Case(graphlift_phase, torch_compile_phase)
 
 
 DDP_CASES = {
@@ -429,7 +485,12 @@ def _train(model: torch.nn.Module, x: torch.Tensor, steps: int = 3) -> list[torc
     return outs
 
 
-def _fsdp(form: str) -> Callable[[int], dict]:
+def _fsdp_input(rank: int) -> torch.Tensor:
+    torch.manual_seed(rank)
+    return torch.randn(4, 16) * (rank + 1)
+
+
+def _fsdp(form: str) -> Case:
     """``root``: compile(fully_shard(model)); ``nested``: the same with each layer sharded too;
     ``blocks``: each sharded layer's forward compiled (hooks run eagerly around it)."""
     def shard(model: torch.nn.Module, compile_blocks: Any = None) -> torch.nn.Module:
@@ -442,15 +503,14 @@ def _fsdp(form: str) -> Callable[[int], dict]:
                     layer.forward = compile_blocks(layer.forward)
         return fully_shard(model)
 
-    def run(rank: int) -> dict[str, Any]:
-        import torch._dynamo
-        from torch._dynamo.testing import CompileCounter as DynamoCounter
-        from torch._dynamo.utils import counters
+    def same(expected: list[torch.Tensor], got: list[torch.Tensor]) -> bool:
+        return all(torch.allclose(a, b, atol=1e-6) for a, b in zip(expected, got))
 
+    def graphlift_phase(rank: int) -> dict[str, Any]:
         import graphlift
         from graphlift.testing import CompileCounter
 
-        x = torch.randn(4, 16) * (rank + 1)
+        x = _fsdp_input(rank)
         expected = _train(shard(_small()), x)
         graphlift.reset()
         counter = CompileCounter()
@@ -459,7 +519,17 @@ def _fsdp(form: str) -> Callable[[int], dict]:
         else:
             model = graphlift.compile(shard(_small()), backend=counter)
         got = _train(model, x)
-        same = all(torch.allclose(a, b, atol=1e-6) for a, b in zip(expected, got))
+        compiled = [model[0].forward, model[2].forward] if form == "blocks" else [model]
+        return {"same": same(expected, got), "graphs": counter.frame_count,
+                "breaks": sum(graphlift.stats(fn).graph_breaks for fn in compiled)}
+
+    def torch_compile_phase(rank: int) -> dict[str, Any]:
+        import torch._dynamo
+        from torch._dynamo.testing import CompileCounter as DynamoCounter
+        from torch._dynamo.utils import counters
+
+        x = _fsdp_input(rank)
+        expected = _train(shard(_small()), x)
         torch._dynamo.reset()
         counters.clear()
         dynamo = DynamoCounter()
@@ -467,14 +537,12 @@ def _fsdp(form: str) -> Callable[[int], dict]:
             tc = shard(_small(), lambda fn: torch.compile(fn, backend=dynamo))
         else:
             tc = torch.compile(shard(_small()), backend=dynamo)
-        tc_same = all(torch.allclose(a, b, atol=1e-6) for a, b in zip(expected, _train(tc, x)))
+        tc_same = same(expected, _train(tc, x))
         tc_breaks = sum(counters["graph_break"].values())
         torch._dynamo.reset()
-        compiled = [model[0].forward, model[2].forward] if form == "blocks" else [model]
-        return {"same": same, "graphs": counter.frame_count,
-                "breaks": sum(graphlift.stats(fn).graph_breaks for fn in compiled),
-                "tc_same": tc_same, "tc_graphs": dynamo.frame_count, "tc_breaks": tc_breaks}
-    return run
+        return {"tc_same": tc_same, "tc_graphs": dynamo.frame_count, "tc_breaks": tc_breaks}
+
+    return Case(graphlift_phase, torch_compile_phase)
 
 
 CASES.update({f"fsdp2_{form}": _fsdp(form) for form in ("root", "nested", "blocks")})
@@ -507,32 +575,48 @@ def _residuals(compile_block: Callable | None = None, form: str = "method") -> t
     return fully_shard(model)
 
 
-def _fsdp_shared(form: str) -> Callable[[int], dict]:
+def _fsdp_shared(form: str) -> Case:
     """Identical sharded blocks share one compile (module arguments guarded by structure, the
     hooks run eagerly around it): one graph for four blocks, three steps equal eager FSDP2's."""
-    def run(rank: int) -> dict[str, Any]:
-        import torch._dynamo
-        from torch._dynamo.testing import CompileCounter as DynamoCounter
+    def same(expected: list[torch.Tensor], got: list[torch.Tensor]) -> bool:
+        return all(torch.allclose(a, b, atol=1e-6) for a, b in zip(expected, got))
 
+    def graphlift_phase(rank: int) -> dict[str, Any]:
         import graphlift
         from graphlift.testing import CompileCounter
 
-        x = (torch.randn(4, 16) * (rank + 1)).requires_grad_()
+        x = _fsdp_input(rank).requires_grad_()
         expected = _train(_residuals(), x)
         graphlift.reset()
         counter = CompileCounter()
         got = _train(_residuals(lambda fn: graphlift.compile(fn, backend=counter), form), x)
+        return {"same": same(expected, got), "graphs": counter.frame_count}
+
+    def torch_compile_phase(rank: int) -> dict[str, Any]:
+        import torch._dynamo
+        from torch._dynamo.testing import CompileCounter as DynamoCounter
+
+        x = _fsdp_input(rank).requires_grad_()
+        expected = _train(_residuals(), x)
         torch._dynamo.reset()
         dynamo = DynamoCounter()
         tc = _train(_residuals(lambda fn: torch.compile(fn, backend=dynamo), form), x)
         torch._dynamo.reset()
-        return {"same": all(torch.allclose(a, b, atol=1e-6) for a, b in zip(expected, got)),
-                "tc_same": all(torch.allclose(a, b, atol=1e-6) for a, b in zip(expected, tc)),
-                "graphs": counter.frame_count, "tc_graphs": dynamo.frame_count}
-    return run
+        return {"tc_same": same(expected, tc), "tc_graphs": dynamo.frame_count}
+
+    return Case(graphlift_phase, torch_compile_phase)
 
 
 CASES.update({f"fsdp2_shared_{form}": _fsdp_shared(form) for form in ("method", "module")})
+
+
+def _run_phase(result: dict[str, Any], phase: Phase, rank: int) -> None:
+    """Merge what ``phase`` measured into the case's ``result``; its error, if it raised."""
+    try:
+        result.update(phase(rank))
+    except Exception:  # reported by the test that reads this case
+        result["error"] = result.get("error", "") + traceback.format_exc()
+    dist.barrier()  # a case that failed on one rank must not shift the other's
 
 
 def main(rank: int, world: int, port: int, out: str) -> None:
@@ -543,16 +627,19 @@ def main(rank: int, world: int, port: int, out: str) -> None:
     graphlift.config.raise_internal_errors = True
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=60))
     _SUBGROUP.append(dist.new_group([0, 1]))
-    results: dict[str, Any] = {}
     only = os.environ.get("GRAPHLIFT_DIST_CASES")  # a comma-separated subset, while debugging
-    for name, run in CASES.items():
-        if only and name not in only.split(","):
-            continue
-        try:
-            results[name] = run(rank)
-        except Exception:  # reported by the test that reads this case
-            results[name] = {"error": traceback.format_exc()}
-        dist.barrier()  # a case that failed on one rank must not shift the other's
+    cases = {name: case for name, case in CASES.items() if not only or name in only.split(",")}
+    results: dict[str, Any] = {name: {} for name in cases}
+    # Every graphlift phase before torch.compile's first call (see the docstring), then every
+    # torch.compile phase.
+    for name, case in cases.items():
+        _run_phase(results[name], case.graphlift, rank)
+    marks = {"when_graphlift_ended": _torch_compile_marks()}
+    for name, case in cases.items():
+        if case.torch_compile is not None:
+            _run_phase(results[name], case.torch_compile, rank)
+    marks["at_the_end"] = _torch_compile_marks()
+    results[MARKS] = marks
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
         json.dump(results, f)
     dist.destroy_process_group()

@@ -4,6 +4,12 @@ One pair of processes (``tests/distributed_cases.py``) runs every case, eagerly,
 and under torch.compile, and writes what it measured; each test here checks one case on both
 ranks: graphlift's results and side effects equal eager's, and its graph and break counts are
 torch.compile's (or differ where the table below says why).
+
+In each process every case's eager and graphlift measurements come first, and only then any
+torch.compile: its first call changes torch for the whole process (``torch.distributions``
+argument validation off, optimizers' ``_init_group`` wrapped in ``torch._dynamo.disable``), and
+graphlift measured after it would be measured on a torch no user has.
+``test_graphlift_measured_before_torch_compile_ran`` keeps that order.
 """
 
 from __future__ import annotations
@@ -78,6 +84,15 @@ def results(tmp_path_factory) -> list[dict]:
         log = logs[rank] if rank < len(logs) else ""
         assert proc.returncode == 0, f"rank {rank} failed:\n{log}"
     return [json.loads((out / f"rank{rank}.json").read_text()) for rank in range(WORLD)]
+
+
+def test_graphlift_measured_before_torch_compile_ran(results):
+    """On both ranks, torch.compile had not changed torch (the marks of conftest's
+    ``torch_compile_has_run``) when the last graphlift phase ended, and had by the end: the
+    check sees its marks."""
+    marks = [r["_torch_compile_marks"] for r in results]
+    assert [m["when_graphlift_ended"] for m in marks] == [False] * WORLD
+    assert [m["at_the_end"] for m in marks] == [True] * WORLD
 
 
 def _case(results: list[dict], name: str) -> list[dict]:
