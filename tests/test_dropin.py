@@ -6,15 +6,18 @@ of graphs compiled, and how many times the Python body of each function of this 
 "runs" when its own code object executes (a profile hook counts them), so a function traced into
 a graph does not run, a disabled one runs once per call, and a frame that falls back runs whole.
 Where graphlift differs from torch.compile on purpose, the test says so and checks both numbers.
+torch.compile's side of each case is recorded (tests/reference), not run beside graphlift.
 """
 
 import collections
 import contextlib
 import functools
 import itertools
+import json
 import operator
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import types
@@ -23,9 +26,9 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-import torch._dynamo
-import torch._dynamo.testing
+import torch._dynamo  # torch's markers (disable, mark_dynamic, ...), which graphlift honours
 from corpus.harness import assert_same
+from reference import measure, recorded
 
 import graphlift
 from graphlift import dropin, stance, trace_rules
@@ -78,50 +81,88 @@ def body_runs(*also: types.FunctionType):
 
 @dataclass
 class Outcome:
-    results: list
+    results: list  # as_json's form where torch.compile's, from the recording
     graphs: int
     bodies: dict
     ops: int
 
 
-def run_under(system: str, make, calls, **settings) -> Outcome:
-    """Compile ``make()`` with ``system`` ("torch" or "graphlift") and call it with each args."""
-    torch._dynamo.reset()
-    graphlift.reset()
-    fn = make()
-    if system == "torch":
-        counter = torch._dynamo.testing.CompileCounter()
-        compiled = torch.compile(fn, backend=counter, **settings)
-    else:
-        counter = CompileCounter()
-        compiled = graphlift.compile(fn, backend=counter, **settings)
+def as_json(value):
+    """``value`` as a recording holds it: a tensor as a line of its values and dtype, a tuple as
+    a list."""
+    if isinstance(value, torch.Tensor):
+        return f"tensor({value.tolist()}, dtype={value.dtype})"
+    if isinstance(value, (list, tuple)):
+        return [as_json(item) for item in value]
+    return value
+
+
+def run_compiled(compiled, counter, calls) -> Outcome:
+    """Call ``compiled`` with each args; what ``counter``, its backend, saw."""
     results = []
     with body_runs() as bodies:
         for args in calls:  # no comprehension here: its own code would be counted
             results.append(compiled(*args))
-    torch._dynamo.reset()
     return Outcome(results, counter.frame_count, dict(bodies), counter.op_count)
 
 
-def side_by_side(make, calls, **settings) -> tuple[Outcome, Outcome]:
-    """Run under both; assert the results, graph counts and body runs agree; return both."""
-    theirs = run_under("torch", make, calls, **settings)
-    ours = run_under("graphlift", make, calls, **settings)
-    assert_same(theirs.results, ours.results)
+def three_calls(*shapes):
+    return [(torch.ones(shape),) for shape in (shapes or (4, 4, 4))]
+
+
+# The cases run under both, by key: (make, calls: () -> the args of each call, settings).
+CASES: dict = {}
+
+
+def _torch_compile_run(key: str, within) -> dict:
+    """torch.compile's run of case ``key`` inside ``within()``: its Outcome, results as_json."""
+    import torch._dynamo.testing
+
+    make, calls, settings = CASES[key]
+    with within():
+        fn = make()
+        counter = torch._dynamo.testing.CompileCounter()
+        outcome = run_compiled(torch.compile(fn, backend=counter, **settings), counter, calls())
+    return {"results": as_json(outcome.results), "graphs": outcome.graphs,
+            "bodies": outcome.bodies, "ops": outcome.ops}
+
+
+def case(name: str, make, calls=three_calls, within=contextlib.nullcontext,
+         **settings) -> str:
+    """Register case ``dropin/<name>``: ``make()`` compiled with ``settings`` and called with
+    each of ``calls()``; torch.compile's run of it, inside ``within()``, is its measure."""
+    key = f"dropin/{name}"
+    CASES[key] = (make, calls, settings)
+    return measure(key, functools.partial(_torch_compile_run, key, within))
+
+
+def theirs_of(key: str) -> Outcome:
+    """torch.compile's Outcome of case ``key``, recorded (tests/reference)."""
+    return Outcome(**recorded(key))
+
+
+def ours_of(key: str) -> Outcome:
+    """graphlift's Outcome of case ``key``."""
+    make, calls, settings = CASES[key]
+    graphlift.reset()
+    fn = make()
+    counter = CompileCounter()
+    return run_compiled(graphlift.compile(fn, backend=counter, **settings), counter, calls())
+
+
+def side_by_side(key: str) -> tuple[Outcome, Outcome]:
+    """Run case ``key`` under graphlift; assert the results, graph counts and body runs are
+    torch.compile's (recorded); return both."""
+    theirs, ours = theirs_of(key), ours_of(key)
+    assert as_json(ours.results) == theirs.results
     assert (ours.graphs, ours.bodies) == (theirs.graphs, theirs.bodies)
     return theirs, ours
 
 
 @pytest.fixture(autouse=True)
-def clean_torch():
-    torch._dynamo.reset()
+def default_torch_stance():
     yield
-    torch._dynamo.reset()
     torch.compiler.set_stance("default")
-
-
-def three_calls(*shapes):
-    return [(torch.ones(shape),) for shape in (shapes or (4, 4, 4))]
 
 
 # -- torch.compiler.disable ------------------------------------------------------------------------
@@ -135,163 +176,230 @@ DISABLES = {
 }
 
 
-@pytest.mark.parametrize("disable", DISABLES.values(), ids=DISABLES.keys())
-def test_a_disabled_function_is_a_graph_break_and_runs_eagerly(disable):
-    def make():
-        @disable
-        def fetch(x):
-            return x + 1
+def make_disabled_fetch(disable):
+    @disable
+    def fetch(x):
+        return x + 1
 
-        def f(x):
-            return fetch(x * 2) * 3
+    def f(x):
+        return fetch(x * 2) * 3
 
-        return f
+    return f
 
-    theirs, ours = side_by_side(make, three_calls())
+
+for _name, _disable in DISABLES.items():
+    case(f"disabled_function/{_name}", functools.partial(make_disabled_fetch, _disable))
+
+
+@pytest.mark.parametrize("name", DISABLES)
+def test_a_disabled_function_is_a_graph_break_and_runs_eagerly(name):
+    theirs, ours = side_by_side(f"dropin/disabled_function/{name}")
     assert ours.graphs == 2 and ours.bodies == {"fetch": 3}
     x = torch.ones(2)
-    (record,) = graphlift.explain(make())(x).break_reasons
+    (record,) = graphlift.explain(make_disabled_fetch(DISABLES[name]))(x).break_reasons
     assert "disabled by the user (torch.compiler.disable)" in record.explanation
-    if disable is DISABLES["reason="]:
+    if name == "reason=":
         assert "talks to the parameter server" in record.explanation
+
+
+def make_disabled_not_recursive():
+    def leaf(x):
+        return x.sin() + 1
+
+    @torch.compiler.disable(recursive=False)
+    def middle(x):
+        return leaf(x) * 2
+
+    def f(x):
+        return middle(x * 2) * 3
+
+    return f
+
+
+case("disable_not_recursive", make_disabled_not_recursive)
 
 
 @pytest.mark.xfail(not_routed() is not None, strict=True,
                    reason=f"{not_routed()} (eager_callees): callees run eagerly")
 def test_disable_not_recursive_compiles_what_it_calls():
-    def make():
-        def leaf(x):
-            return x.sin() + 1
+    side_by_side("dropin/disable_not_recursive")
 
-        @torch.compiler.disable(recursive=False)
-        def middle(x):
-            return leaf(x) * 2
 
-        def f(x):
-            return middle(x * 2) * 3
+def make_disabled_method():
+    class Store:
+        @torch.compiler.disable
+        def fetch(self, x):
+            return x + 1
 
-        return f
+    store = Store()
 
-    side_by_side(make, three_calls())
+    def f(x):
+        return store.fetch(x * 2) * 3
+
+    return f
+
+
+case("disabled_method", make_disabled_method)
 
 
 def test_a_disabled_method():
-    def make():
-        class Store:
-            @torch.compiler.disable
-            def fetch(self, x):
-                return x + 1
-
-        store = Store()
-
-        def f(x):
-            return store.fetch(x * 2) * 3
-
-        return f
-
-    theirs, ours = side_by_side(make, three_calls())
+    theirs, ours = side_by_side("dropin/disabled_method")
     assert ours.graphs == 2 and ours.bodies == {"fetch": 3}
 
 
+def make_disabled_class():
+    class Scale:
+        def __init__(self, k):
+            self.k = k
+
+        def __call__(self, x):
+            return x * self.k
+
+    torch.compiler.disable(Scale)
+
+    def f(x):
+        return Scale(3)(x * 2) * 3
+
+    return f
+
+
+case("disabled_class", make_disabled_class)
+
+
 def test_a_disabled_class_disables_construction_and_calls():
-    def make():
-        class Scale:
-            def __init__(self, k):
-                self.k = k
-
-            def __call__(self, x):
-                return x * self.k
-
-        torch.compiler.disable(Scale)
-
-        def f(x):
-            return Scale(3)(x * 2) * 3
-
-        return f
-
-    theirs, ours = side_by_side(make, three_calls())
+    theirs, ours = side_by_side("dropin/disabled_class")
     assert ours.bodies == {"__init__": 3, "__call__": 3}
 
 
+def make_disabled_module_class():
+    class Shift(torch.nn.Module):
+        def forward(self, x):
+            return x + 1
+
+    torch.compiler.disable(Shift)
+    shift = Shift()
+
+    def f(x):
+        return shift(x * 2) * 3
+
+    return f
+
+
+case("disabled_module_class", make_disabled_module_class)
+
+
 def test_a_disabled_module_class_runs_its_forward_eagerly():
-    def make():
-        class Shift(torch.nn.Module):
-            def forward(self, x):
-                return x + 1
-
-        torch.compiler.disable(Shift)
-        shift = Shift()
-
-        def f(x):
-            return shift(x * 2) * 3
-
-        return f
-
-    theirs, ours = side_by_side(make, three_calls())
+    theirs, ours = side_by_side("dropin/disabled_module_class")
     assert ours.graphs == 2 and ours.bodies == {"forward": 3}
 
 
+def make_disabled_module_instance():
+    class Shift(torch.nn.Module):
+        def forward(self, x):
+            return x + 1
+
+    shift = torch.compiler.disable(Shift())
+
+    def f(x):
+        return shift(x * 2) * 3
+
+    return f
+
+
+case("disabled_module_instance", make_disabled_module_instance)
+
+
 def test_a_disabled_module_instance():
-    def make():
-        class Shift(torch.nn.Module):
-            def forward(self, x):
-                return x + 1
-
-        shift = torch.compiler.disable(Shift())
-
-        def f(x):
-            return shift(x * 2) * 3
-
-        return f
-
-    theirs, ours = side_by_side(make, three_calls())
+    theirs, ours = side_by_side("dropin/disabled_module_instance")
     assert ours.bodies == {"forward": 3}
+
+
+def make_torch_disabled_function():
+    @torch.compiler.disable
+    def f(x):
+        return x.cos() + 1
+
+    return f
+
+
+case("compiling_a_torch_disabled_function", make_torch_disabled_function)
 
 
 def test_compiling_a_torch_disabled_function_compiles_it_as_torch_does():
     """torch.compile unwraps torch.compiler.disable when given the function itself."""
-    def make():
-        @torch.compiler.disable
-        def f(x):
-            return x.cos() + 1
-
-        return f
-
-    theirs, ours = side_by_side(make, three_calls())
+    theirs, ours = side_by_side("dropin/compiling_a_torch_disabled_function")
     assert ours.graphs == 1 and ours.bodies == {}
 
 
+def make_calling_a_torch_compiled_helper():
+    helper = torch.compile(lambda x: x.sin() * 2, backend="eager")
+
+    def f(x):
+        return helper(x + 1) - 1
+
+    return f
+
+
+case("torch_compiled_helper", make_calling_a_torch_compiled_helper)
+
+# graphlift's side in a process of its own: making the helper is torch.compile's first call,
+# which changes torch for the whole process (see tests/reference), as it does for the user.
+GRAPHLIFT_SIDE = """
+import json, sys
+sys.path.insert(0, sys.argv[2])
+import graphlift
+import test_dropin
+graphlift.config.raise_internal_errors = True
+ours = test_dropin.ours_of(sys.argv[1])
+print(json.dumps({"results": test_dropin.as_json(ours.results), "graphs": ours.graphs,
+                  "bodies": ours.bodies, "ops": ours.ops}))
+"""
+
+
+def ours_in_a_process_of_its_own(key: str) -> Outcome:
+    """graphlift's Outcome of case ``key``, run in a fresh process (results as_json)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    tests = pathlib.Path(__file__).resolve().parent
+    done = subprocess.run([sys.executable, "-c", GRAPHLIFT_SIDE, key, str(tests)],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=tests.parent)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return Outcome(**json.loads(done.stdout.splitlines()[-1]))
+
+
 def test_a_torch_compiled_helper_is_inlined_into_the_caller():
-    def make():
-        helper = torch.compile(lambda x: x.sin() * 2, backend="eager")
-
-        def f(x):
-            return helper(x + 1) - 1
-
-        return f
-
-    theirs, ours = side_by_side(make, three_calls())
+    theirs = theirs_of("dropin/torch_compiled_helper")
+    ours = ours_in_a_process_of_its_own("dropin/torch_compiled_helper")
+    assert ours.results == theirs.results
+    assert (ours.graphs, ours.bodies) == (theirs.graphs, theirs.bodies)
     assert ours.graphs == 1 and ours.ops == theirs.ops == 4
 
 
 # -- allow_in_graph, graph_break, is_compiling -----------------------------------------------------
-@pytest.mark.parametrize("allow", [torch.compiler.allow_in_graph, torch._dynamo.allow_in_graph],
-                         ids=["torch.compiler", "torch._dynamo"])
-def test_allow_in_graph_is_one_opaque_node(allow):
-    def make():
-        def opaque(x):
-            return x.sin() * 2
+ALLOWS = {"torch.compiler": torch.compiler.allow_in_graph,
+          "torch._dynamo": torch._dynamo.allow_in_graph}
 
-        allow(opaque)
 
-        def f(x):
-            return opaque(x + 1) * 3
+def make_allowed(allow):
+    def opaque(x):
+        return x.sin() * 2
 
-        return f
+    allow(opaque)
 
-    theirs = run_under("torch", make, three_calls())
-    ours = run_under("graphlift", make, three_calls())
-    assert_same(theirs.results, ours.results)
+    def f(x):
+        return opaque(x + 1) * 3
+
+    return f
+
+
+for _name, _allow in ALLOWS.items():
+    case(f"allow_in_graph/{_name}", functools.partial(make_allowed, _allow))
+
+
+@pytest.mark.parametrize("name", ALLOWS)
+def test_allow_in_graph_is_one_opaque_node(name):
+    theirs, ours = theirs_of(f"dropin/allow_in_graph/{name}"), ours_of(
+        f"dropin/allow_in_graph/{name}")
+    assert as_json(ours.results) == theirs.results
     assert (ours.graphs, ours.ops) == (theirs.graphs, theirs.ops) == (1, 3)  # add, opaque, mul
     # torch.compile runs the body once more while compiling, on fake tensors, for the output
     # metadata; graphlift reads its bytecode instead (see graphlift.allow_in_graph).
@@ -311,80 +419,104 @@ def disallowed(*fns):
             torch_rules._disallowed_callable_ids.remove(id(fn))
 
 
+def make_add_sub_add():
+    def f(x):
+        x = torch.add(x, 1)
+        x = torch.sub(x, 1)  # disallowed: a break, it runs eagerly
+        return torch.add(x, 1)
+
+    return f
+
+
+case("disallowed_torch_op", make_add_sub_add, within=functools.partial(disallowed, torch.sub))
+
+
 @pytest.mark.filterwarnings("ignore:Dynamo does not know")  # torch's, on its side
 def test_torch_disallow_in_graph_of_a_torch_op_is_a_graph_break():
-    def make():
-        def f(x):
-            x = torch.add(x, 1)
-            x = torch.sub(x, 1)  # disallowed: a break, it runs eagerly
-            return torch.add(x, 1)
-
-        return f
-
     with disallowed(torch.sub):
         assert trace_rules.lookup(torch.sub).rule is trace_rules.TORCH_DISALLOWED
-        theirs, ours = side_by_side(make, three_calls())
+        theirs, ours = side_by_side("dropin/disallowed_torch_op")
         assert ours.graphs == 2 and ours.ops == theirs.ops == 2  # one add in each graph
-        (record,) = graphlift.explain(make())(torch.ones(2)).break_reasons
+        (record,) = graphlift.explain(make_add_sub_add())(torch.ones(2)).break_reasons
         assert "torch._dynamo.disallow_in_graph" in record.explanation
     assert trace_rules.lookup(torch.sub).rule is trace_rules.TORCH_OP  # undone with torch's
 
 
+def make_add_mul_add():
+    def f(x):
+        x = torch.add(x, 1)
+        x = torch.mul(x, 2)
+        return torch.add(x, 1)
+
+    return f
+
+
+case("disallow_beats_allow", make_add_mul_add, within=functools.partial(disallowed, torch.mul))
+
+
 @pytest.mark.filterwarnings("ignore:Dynamo does not know")  # torch's, on its side
 def test_torch_disallow_in_graph_beats_graphlift_and_torch_allow_in_graph():
-    def make():
-        def f(x):
-            x = torch.add(x, 1)
-            x = torch.mul(x, 2)
-            return torch.add(x, 1)
-
-        return f
-
     graphlift.allow_in_graph(torch.mul)
     try:
         with disallowed(torch.mul):
-            theirs, ours = side_by_side(make, three_calls())
+            theirs, ours = side_by_side("dropin/disallow_beats_allow")
             assert ours.graphs == 2 and ours.ops == theirs.ops == 2
     finally:
         trace_rules.disallow_in_graph(torch.mul)  # graphlift's: undoes its allow_in_graph
 
 
-def test_a_function_allowed_then_disallowed_by_torch_runs_as_a_compiled_frame():
-    made = []
+MADE_OPAQUE: list = []  # what make_allowed_then_disallowed made, for forgetting_made_opaque
 
-    def make():
-        def opaque(x):
-            return x.sin() * 2
 
-        torch._dynamo.allow_in_graph(opaque)
-        torch._dynamo.disallow_in_graph(opaque)  # no longer one node, and not inlined: a break
-        made.append(opaque)
+def make_allowed_then_disallowed():
+    def opaque(x):
+        return x.sin() * 2
 
-        def f(x):
-            return opaque(x + 1) * 3
+    torch._dynamo.allow_in_graph(opaque)
+    torch._dynamo.disallow_in_graph(opaque)  # no longer one node, and not inlined: a break
+    MADE_OPAQUE.append(opaque)
 
-        return f
+    def f(x):
+        return opaque(x + 1) * 3
 
+    return f
+
+
+@contextlib.contextmanager
+def forgetting_made_opaque():
+    """Take the functions make_allowed_then_disallowed made out of torch's registry after."""
     try:
-        theirs, ours = side_by_side(make, three_calls())
-        assert ours.graphs == theirs.graphs == 3 and ours.bodies == {}  # opaque: its own frame
+        yield
     finally:
-        for opaque in made:
-            torch._dynamo.trace_rules._disallowed_callable_ids.remove(id(opaque))
+        while MADE_OPAQUE:
+            torch._dynamo.trace_rules._disallowed_callable_ids.remove(id(MADE_OPAQUE.pop()))
+
+
+case("allowed_then_disallowed", make_allowed_then_disallowed, within=forgetting_made_opaque)
+
+
+def test_a_function_allowed_then_disallowed_by_torch_runs_as_a_compiled_frame():
+    with forgetting_made_opaque():
+        theirs, ours = side_by_side("dropin/allowed_then_disallowed")
+        assert ours.graphs == theirs.graphs == 3 and ours.bodies == {}  # opaque: its own frame
+
+
+def make_torch_graph_break():
+    def f(x):
+        x = x + 1
+        torch._dynamo.graph_break()
+        return x * 2
+
+    return f
+
+
+case("torch_graph_break", make_torch_graph_break)
 
 
 def test_torch_graph_break():
-    def make():
-        def f(x):
-            x = x + 1
-            torch._dynamo.graph_break()
-            return x * 2
-
-        return f
-
-    theirs, ours = side_by_side(make, three_calls())
+    theirs, ours = side_by_side("dropin/torch_graph_break")
     assert ours.graphs == 2
-    (record,) = graphlift.explain(make())(torch.ones(2)).break_reasons
+    (record,) = graphlift.explain(make_torch_graph_break())(torch.ones(2)).break_reasons
     assert record.break_type.value == "forced"
     assert "torch._dynamo.decorators.graph_break() was called" in record.explanation
 
@@ -407,45 +539,59 @@ IS_COMPILING = {
 }
 
 
+def make_asking_is_compiling(is_compiling):
+    def f(x):
+        if is_compiling():
+            return x + 1
+        return x - 1
+
+    return f
+
+
+for _name, _is_compiling in IS_COMPILING.items():
+    case(f"is_compiling/{_name}", functools.partial(make_asking_is_compiling, _is_compiling))
+
+
 @pytest.mark.filterwarnings("ignore:`torch._utils.is_compiling` is deprecated")
-@pytest.mark.parametrize("is_compiling", IS_COMPILING.values(), ids=IS_COMPILING.keys())
-def test_is_compiling_is_true_in_compiled_code(is_compiling):
-    def make():
-        def f(x):
-            if is_compiling():
-                return x + 1
-            return x - 1
-
-        return f
-
-    theirs, ours = side_by_side(make, three_calls())
+@pytest.mark.parametrize("name", IS_COMPILING)
+def test_is_compiling_is_true_in_compiled_code(name):
+    theirs, ours = side_by_side(f"dropin/is_compiling/{name}")
     assert_same(ours.results[0], torch.full((4,), 2.0))  # the compiled branch
-    assert ours.graphs == 1 and make()(torch.ones(1)).item() == 0.0  # eagerly: False
+    eagerly = make_asking_is_compiling(IS_COMPILING[name])(torch.ones(1))
+    assert ours.graphs == 1 and eagerly.item() == 0.0  # eagerly: False
+
+
+def make_is_compiling_in_a_disabled_function():
+    @torch.compiler.disable
+    def flag(x):
+        return x * torch.compiler.is_compiling()
+
+    def f(x):
+        return flag(x) + torch.compiler.is_compiling()
+
+    return f
+
+
+case("is_compiling_in_a_disabled_function", make_is_compiling_in_a_disabled_function)
 
 
 def test_is_compiling_is_false_in_a_disabled_function():
-    def make():
-        @torch.compiler.disable
-        def flag(x):
-            return x * torch.compiler.is_compiling()
-
-        def f(x):
-            return flag(x) + torch.compiler.is_compiling()
-
-        return f
-
-    theirs, ours = side_by_side(make, three_calls())
+    theirs, ours = side_by_side("dropin/is_compiling_in_a_disabled_function")
     assert_same(ours.results[0], torch.ones(4))  # 1 * False + True
 
 
+def make_asking_is_exporting():
+    def f(x):
+        return x + 1 if torch.compiler.is_exporting() else x - 1
+
+    return f
+
+
+case("is_exporting", make_asking_is_exporting)
+
+
 def test_is_exporting_is_false_in_compiled_code():
-    def make():
-        def f(x):
-            return x + 1 if torch.compiler.is_exporting() else x - 1
-
-        return f
-
-    side_by_side(make, three_calls())
+    side_by_side("dropin/is_exporting")
 
 
 # -- substitute_in_graph ---------------------------------------------------------------------------
@@ -493,20 +639,29 @@ def test_graphlift_substitute_in_graph_checks_the_signature_and_duplicates():
         graphlift.substitute_in_graph(3)
 
 
-def test_torch_substitute_in_graph_counts_for_graphlift():
+@functools.cache
+def torch_substitutes_index_of() -> None:
     # torch's registry allows one stand-in per function for the process: indexOf is ours.
     torch.compiler.substitute_in_graph(operator.indexOf, can_constant_fold_through=True)(index_of)
 
-    def make():
-        def f(x, items):
-            return x * operator.indexOf(items, 3) + operator.indexOf((5, 6), 6)
 
-        return f
+def make_calling_index_of():
+    torch_substitutes_index_of()
 
-    calls = [(torch.ones(2), [1, 2, 3])] * 2
-    theirs = run_under("torch", make, calls, fullgraph=True)
-    ours = run_under("graphlift", make, calls, fullgraph=True)
-    assert_same(theirs.results, ours.results)
+    def f(x, items):
+        return x * operator.indexOf(items, 3) + operator.indexOf((5, 6), 6)
+
+    return f
+
+
+case("torch_substitute_in_graph", make_calling_index_of,
+     calls=lambda: [(torch.ones(2), [1, 2, 3])] * 2, fullgraph=True)
+
+
+def test_torch_substitute_in_graph_counts_for_graphlift():
+    theirs = theirs_of("dropin/torch_substitute_in_graph")
+    ours = ours_of("dropin/torch_substitute_in_graph")
+    assert as_json(ours.results) == theirs.results
     assert ours.graphs == theirs.graphs == 1
     assert trace_rules.constant_foldable(operator.indexOf)  # the constant tuple: folded
 
@@ -521,9 +676,9 @@ def sized(*shape_and_marks):
     return t
 
 
-def graphs_over(system: str, marks, sizes, **settings) -> tuple[int, list[bool]]:
-    """Graphs compiled over the sizes, and for each graph whether its size is a symbol."""
-    torch._dynamo.reset()
+def graphs_over(compiler, marks, sizes, **settings) -> list:
+    """Graphs ``compiler`` compiles over the sizes, and for each graph whether its size is a
+    symbol: [graphs, [symbolic...]]."""
     graphlift.reset()
 
     def f(x):
@@ -537,11 +692,10 @@ def graphs_over(system: str, marks, sizes, **settings) -> tuple[int, list[bool]]
         symbolic.append(isinstance(tensor.shape[0], torch.SymInt))
         return gm.forward
 
-    compiler = torch.compile if system == "torch" else graphlift.compile
     compiled = compiler(f, backend=backend, **settings)
     for size in sizes:
         compiled(sized(size, 3, marks))
-    return len(symbolic), symbolic
+    return [len(symbolic), symbolic]
 
 
 MARKS = {
@@ -555,13 +709,27 @@ MARKS = {
 }
 
 
-@pytest.mark.parametrize("marks, settings", MARKS.values(), ids=MARKS.keys())
-def test_torch_dimension_marks_count_as_graphlift_marks(marks, settings):
-    sizes = (4, 5, 6)
-    theirs = graphs_over("torch", marks, sizes, **settings)
-    ours = graphs_over("graphlift", marks, sizes, **settings)
+MARKED_SIZES = (4, 5, 6)
+
+
+def _torch_compile_graphs_over(name: str) -> list:
+    """torch.compile's graphs_over the sizes, marked as MARKS[name] says."""
+    marks, settings = MARKS[name]
+    return graphs_over(torch.compile, marks, MARKED_SIZES, **settings)
+
+
+for _name in MARKS:
+    measure(f"dropin/dimension_marks/{_name}",
+            functools.partial(_torch_compile_graphs_over, _name))
+
+
+@pytest.mark.parametrize("name", MARKS)
+def test_torch_dimension_marks_count_as_graphlift_marks(name):
+    marks, settings = MARKS[name]
+    theirs = recorded(f"dropin/dimension_marks/{name}")  # tests/reference
+    ours = graphs_over(graphlift.compile, marks, MARKED_SIZES, **settings)
     if marks[0][0] is graphlift.mark_dynamic:  # torch.compile cannot see graphlift's mark
-        assert ours == (1, [True]) and theirs == (2, [False, True])
+        assert ours == [1, [True]] and theirs == [2, [False, True]]
     else:
         assert ours == theirs
 
@@ -572,36 +740,77 @@ def only_four(x):
     return x - 1
 
 
-def test_a_torch_marked_dimension_that_tracing_specializes_raises():
+def raises_matching(call, pattern: str) -> bool:
+    """Whether ``call()`` raises an Exception whose message matches ``pattern`` (re.search, as
+    pytest.raises(match=) does)."""
+    try:
+        call()
+    except Exception as error:
+        return re.search(pattern, str(error)) is not None
+    return False
+
+
+def _torch_compile_specializing_a_mark() -> dict:
+    """Whether torch.compile refuses a mark_dynamic dimension that tracing specializes, and its
+    result where the mark was maybe_mark_dynamic."""
     x = sized(4, 3, [(torch._dynamo.mark_dynamic, 0)])
-    with pytest.raises(Exception, match="marked .* as dynamic"):
-        torch.compile(only_four, backend="eager")(x)
+    refused = raises_matching(lambda: torch.compile(only_four, backend="eager")(x),
+                              "marked .* as dynamic")
+    y = sized(4, 3, [(torch._dynamo.maybe_mark_dynamic, 0)])  # specializing is allowed
+    maybe_marked = torch.compile(only_four, backend="eager")(y)
+    return {"refused": refused, "maybe_marked": as_json(maybe_marked)}
+
+
+measure("dropin/marked_dimension_specialized", _torch_compile_specializing_a_mark)
+
+
+def test_a_torch_marked_dimension_that_tracing_specializes_raises():
+    theirs = recorded("dropin/marked_dimension_specialized")  # tests/reference
+    assert theirs["refused"]
+    x = sized(4, 3, [(torch._dynamo.mark_dynamic, 0)])
     with pytest.raises(graphlift.ConstraintViolationError, match="maybe_mark_dynamic"):
         graphlift.compile(only_four)(x)
     y = sized(4, 3, [(torch._dynamo.maybe_mark_dynamic, 0)])  # specializing is allowed
-    assert_same(graphlift.compile(only_four)(y), torch.compile(only_four, backend="eager")(y))
+    assert as_json(graphlift.compile(only_four)(y)) == theirs["maybe_marked"]
+
+
+def make_marking_static():
+    def f(x):
+        torch._dynamo.mark_static(x, 0)
+        return x * 2
+
+    return f
+
+
+case("mark_static_inside", make_marking_static, calls=lambda: three_calls(4, 5, 6),
+     dynamic=True)
 
 
 def test_mark_static_inside_the_compiled_function_specializes():
-    def make():
-        def f(x):
-            torch._dynamo.mark_static(x, 0)
-            return x * 2
-
-        return f
-
-    theirs, ours = side_by_side(make, three_calls(4, 5, 6), dynamic=True)
+    theirs, ours = side_by_side("dropin/mark_static_inside")
     assert ours.graphs == 3  # one per size
 
 
-def test_mark_dynamic_inside_the_compiled_function():
-    """torch.compile refuses it; graphlift runs it eagerly at a graph break, then goes on."""
-    def f(x):
-        torch._dynamo.mark_dynamic(x, 0)
-        return x + 1
+def marks_dynamic_inside(x):
+    torch._dynamo.mark_dynamic(x, 0)
+    return x + 1
 
-    with pytest.raises(Exception, match="forbidden callable"):
-        torch.compile(f, backend="eager")(torch.ones(4))
+
+def _torch_compile_marking_dynamic_inside() -> dict:
+    """Whether torch.compile refuses mark_dynamic inside the compiled function."""
+    return {"refused": raises_matching(
+        lambda: torch.compile(marks_dynamic_inside, backend="eager")(torch.ones(4)),
+        "forbidden callable")}
+
+
+measure("dropin/mark_dynamic_inside", _torch_compile_marking_dynamic_inside)
+
+
+def test_mark_dynamic_inside_the_compiled_function():
+    """torch.compile refuses it (recorded); graphlift runs it eagerly at a graph break, then
+    goes on."""
+    f = marks_dynamic_inside
+    assert recorded("dropin/mark_dynamic_inside") == {"refused": True}
     counter = CompileCounter()
     assert_same(graphlift.compile(f, backend=counter)(torch.ones(4)), torch.full((4,), 2.0))
     (record,) = graphlift.explain(f)(torch.ones(4)).break_reasons
@@ -621,21 +830,16 @@ def fresh(fn: types.FunctionType) -> types.FunctionType:
     return types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
 
 
-def frames_under_stance(system: str, name: str, calls, setter) -> tuple[list, Outcome]:
-    """Graph counts after each call (or the error type) under stance ``name``."""
-    torch._dynamo.reset()
+def frames_under_stance(compiler, counter, name: str, calls, setter) -> list:
+    """[graph counts after each call (or the error), body runs] of ``compiler`` (its backend
+    ``counter``) under stance ``name``."""
     graphlift.reset()
 
     def f(x):
         return x * 2
 
     f = fresh(f)
-    if system == "torch":
-        counter = torch._dynamo.testing.CompileCounter()
-        compiled = torch.compile(f, backend=counter)
-    else:
-        counter = CompileCounter()
-        compiled = graphlift.compile(f, backend=counter)
+    compiled = compiler(f, backend=counter)
     seen = []
     with body_runs(f) as bodies, setter(name):
         for args in calls:
@@ -643,8 +847,9 @@ def frames_under_stance(system: str, name: str, calls, setter) -> tuple[list, Ou
                 compiled(*args)
                 seen.append(counter.frame_count)
             except RuntimeError as error:  # torch's error; graphlift.RecompileError is one too
-                seen.append("recompile refused" if "fail_on_recompile" in str(error) else error)
-    return seen, dict(bodies)
+                seen.append("recompile refused" if "fail_on_recompile" in str(error)
+                            else f"{type(error).__name__}: {error}")
+    return [seen, dict(bodies)]
 
 
 STANCE_CASES = {
@@ -657,43 +862,71 @@ STANCE_CASES = {
 }
 
 
+STANCE_CALLS = (4, 5, 6, 5)
+
+
+def _torch_compile_under_stance(name: str) -> list:
+    """torch.compile's frames_under_stance ``name``, set with torch.compiler.set_stance."""
+    import torch._dynamo.testing
+
+    return frames_under_stance(torch.compile, torch._dynamo.testing.CompileCounter(), name,
+                               three_calls(*STANCE_CALLS), torch.compiler.set_stance)
+
+
+for _name in STANCE_CASES:
+    measure(f"dropin/stance_from_the_first_call/{_name}",
+            functools.partial(_torch_compile_under_stance, _name))
+
+
 @pytest.mark.parametrize("name, expected", STANCE_CASES.items(), ids=STANCE_CASES.keys())
 @pytest.mark.parametrize("setter", [graphlift.set_stance, torch.compiler.set_stance],
                          ids=["graphlift.set_stance", "torch.compiler.set_stance"])
 def test_stances_from_the_first_call(name, expected, setter):
-    calls = three_calls(4, 5, 6, 5)
-    theirs = frames_under_stance("torch", name, calls, torch.compiler.set_stance)
-    ours = frames_under_stance("graphlift", name, calls, setter)
+    theirs = recorded(f"dropin/stance_from_the_first_call/{name}")  # tests/reference
+    ours = frames_under_stance(graphlift.compile, CompileCounter(), name,
+                               three_calls(*STANCE_CALLS), setter)
     assert ours == theirs
     assert ours[0] == expected
 
 
-def test_stances_on_a_function_already_compiled():
-    compiled_results = {}
-    for system in ("torch", "graphlift"):
-        torch._dynamo.reset()
-        graphlift.reset()
-        counter = CompileCounter() if system == "graphlift" else \
-            torch._dynamo.testing.CompileCounter()
-        compiler = graphlift.compile if system == "graphlift" else torch.compile
-        compiled = compiler(lambda x: x * 2, backend=counter)
-        compiled(torch.ones(4))
-        seen = []
-        with torch.compiler.set_stance("eager_on_recompile"):
-            compiled(torch.ones(4))  # the entry fits: it runs
-            compiled(torch.ones(2, 2))  # a miss: eager
-            seen.append(counter.frame_count)
-        with torch.compiler.set_stance("fail_on_recompile"):
-            compiled(torch.ones(4))
-            with pytest.raises(RuntimeError, match="fail_on_recompile"):
-                compiled(torch.ones(3, 3))
-        with torch.compiler.set_stance("force_eager"):
-            compiled(torch.ones(7))
-            seen.append(counter.frame_count)
-        compiled(torch.ones(5))  # default again: automatic dynamic
+def stances_on_a_compiled_function(compiler, counter) -> dict:
+    """Graph counts of ``compiler`` (its backend ``counter``) after a call under each stance,
+    once compiled, and whether fail_on_recompile refused the miss."""
+    compiled = compiler(lambda x: x * 2, backend=counter)
+    compiled(torch.ones(4))
+    seen = []
+    with torch.compiler.set_stance("eager_on_recompile"):
+        compiled(torch.ones(4))  # the entry fits: it runs
+        compiled(torch.ones(2, 2))  # a miss: eager
         seen.append(counter.frame_count)
-        compiled_results[system] = seen
-    assert compiled_results["graphlift"] == compiled_results["torch"] == [1, 1, 2]
+    with torch.compiler.set_stance("fail_on_recompile"):
+        compiled(torch.ones(4))
+        try:
+            compiled(torch.ones(3, 3))
+            refused = False
+        except RuntimeError as error:
+            refused = "fail_on_recompile" in str(error)
+    with torch.compiler.set_stance("force_eager"):
+        compiled(torch.ones(7))
+        seen.append(counter.frame_count)
+    compiled(torch.ones(5))  # default again: automatic dynamic
+    seen.append(counter.frame_count)
+    return {"graphs": seen, "refused": refused}
+
+
+def _torch_compile_stances_once_compiled() -> dict:
+    import torch._dynamo.testing
+
+    return stances_on_a_compiled_function(torch.compile, torch._dynamo.testing.CompileCounter())
+
+
+measure("dropin/stances_on_a_compiled_function", _torch_compile_stances_once_compiled)
+
+
+def test_stances_on_a_function_already_compiled():
+    theirs = recorded("dropin/stances_on_a_compiled_function")  # tests/reference
+    ours = stances_on_a_compiled_function(graphlift.compile, CompileCounter())
+    assert ours == theirs == {"graphs": [1, 1, 2], "refused": True}
 
 
 def test_force_eager_skips_even_a_cache_hit():
@@ -747,21 +980,23 @@ def test_force_backend_compiles_misses_with_that_backend():
     assert graphlift.stats(compiled).hits == 1
 
 
+def make_times_n():
+    def f(x, n):
+        return x * n
+
+    return f
+
+
+case("eager_then_compile_changed_int", make_times_n,
+     calls=lambda: [(torch.ones(4), n) for n in (2, 3, 4)],
+     within=functools.partial(torch.compiler.set_stance, "eager_then_compile"))
+
+
 def test_eager_then_compile_makes_a_changed_int_dynamic_at_the_first_compile():
-    def make():
-        def f(x, n):
-            return x * n
-
-        return f
-
-    calls = [(torch.ones(4), n) for n in (2, 3, 4)]
-    outcomes = []
-    for system, setter in (("torch", torch.compiler.set_stance),
-                           ("graphlift", graphlift.set_stance)):
-        with setter("eager_then_compile"):
-            outcomes.append(run_under(system, make, calls))
-    theirs, ours = outcomes
-    assert_same(theirs.results, ours.results)
+    theirs = theirs_of("dropin/eager_then_compile_changed_int")
+    with graphlift.set_stance("eager_then_compile"):
+        ours = ours_of("dropin/eager_then_compile_changed_int")
+    assert as_json(ours.results) == theirs.results
     assert ours.graphs == theirs.graphs == 1 and ours.bodies == theirs.bodies == {"f": 1}
 
 
@@ -778,25 +1013,50 @@ def test_set_stance_refuses_bad_settings_at_the_call(call, error):
 
 
 # -- compile(): mode, options, disable, and what is refused at the call ----------------------------
-def test_mode_and_options_reach_a_custom_backend_as_torch_compile_passes_them():
-    seen = {"torch": [], "graphlift": []}
-    for system, compiler in (("torch", torch.compile), ("graphlift", graphlift.compile)):
-        def backend(gm, example_inputs, system=system, **settings):
-            seen[system].append(settings)
-            return gm.forward
+def settings_seen(compiler, reset=lambda: None) -> list:
+    """The settings a custom backend receives from ``compiler`` for each mode and options;
+    ``reset()`` before each compile."""
+    seen = []
 
-        for settings in ({}, {"mode": "reduce-overhead"}, {"options": {"trace": True}}):
-            torch._dynamo.reset()
-            compiler(lambda x: x + 1, backend=backend, **settings)(torch.ones(2))
-    assert seen["graphlift"] == seen["torch"] == [{}, {"mode": "reduce-overhead"},
-                                                 {"options": {"trace": True}}]
+    def backend(gm, example_inputs, **settings):
+        seen.append(settings)
+        return gm.forward
+
+    for settings in ({}, {"mode": "reduce-overhead"}, {"options": {"trace": True}}):
+        reset()
+        compiler(lambda x: x + 1, backend=backend, **settings)(torch.ones(2))
+    return seen
+
+
+def _torch_compile_settings_seen() -> list:
+    return settings_seen(torch.compile, reset=torch._dynamo.reset)
+
+
+measure("dropin/mode_and_options_reach_a_custom_backend", _torch_compile_settings_seen)
+
+
+def test_mode_and_options_reach_a_custom_backend_as_torch_compile_passes_them():
+    theirs = recorded("dropin/mode_and_options_reach_a_custom_backend")  # tests/reference
+    assert settings_seen(graphlift.compile) == theirs == [{}, {"mode": "reduce-overhead"},
+                                                          {"options": {"trace": True}}]
+
+
+def plus_one(x):
+    return x + 1
+
+
+def _torch_compile_disabled() -> dict:
+    """Whether torch.compile(disable=True) returns the function itself."""
+    return {"returns_the_function": torch.compile(plus_one, disable=True) is plus_one}
+
+
+measure("dropin/disable_true", _torch_compile_disabled)
 
 
 def test_disable_true_compiles_nothing():
-    def f(x):
-        return x + 1
-
-    assert graphlift.compile(f, disable=True) is f is torch.compile(f, disable=True)
+    f = plus_one
+    assert graphlift.compile(f, disable=True) is f
+    assert recorded("dropin/disable_true") == {"returns_the_function": True}  # tests/reference
     assert graphlift.compile(disable=True)(f) is f
     assert graphlift.stats(f).compiles == 0
 
@@ -829,16 +1089,24 @@ def test_config_refuses_a_value_of_the_wrong_kind():
     assert graphlift.config.recompile_limit == 8
 
 
+def graphs_under_a_recompile_limit_of_one(compiler) -> int:
+    counter = CompileCounter()
+    compiled = compiler(lambda x, n: x * n, backend=counter, recompile_limit=1, dynamic=False)
+    for n in (2, 3, 4):
+        compiled(torch.ones(2), n)
+    return counter.frame_count
+
+
+def _torch_compile_recompile_limit_of_one() -> dict:
+    return {"graphs": graphs_under_a_recompile_limit_of_one(torch.compile)}
+
+
+measure("dropin/recompile_limit_of_one", _torch_compile_recompile_limit_of_one)
+
+
 def test_recompile_limit_of_one_compile():
-    outcomes = []
-    for compiler in (torch.compile, graphlift.compile):
-        torch._dynamo.reset()
-        counter = CompileCounter()
-        compiled = compiler(lambda x, n: x * n, backend=counter, recompile_limit=1,
-                            dynamic=False)
-        for n in (2, 3, 4):
-            compiled(torch.ones(2), n)
-        outcomes.append(counter.frame_count)
+    outcomes = [recorded("dropin/recompile_limit_of_one")["graphs"],  # tests/reference
+                graphs_under_a_recompile_limit_of_one(graphlift.compile)]
     assert outcomes == [1, 1]
 
 
@@ -859,14 +1127,26 @@ def breaks_once(x):
     return x * 2
 
 
+def _torch_compile_error_on_graph_break() -> dict:
+    """Whether torch.compile raises Unsupported at a break inside torch's error_on_graph_break."""
+    with torch._dynamo.error_on_graph_break(True):
+        try:
+            torch.compile(breaks_once, backend="eager")(torch.ones(2))
+        except torch._dynamo.exc.Unsupported:
+            return {"raises_unsupported": True}
+    return {"raises_unsupported": False}
+
+
+measure("dropin/error_on_graph_break", _torch_compile_error_on_graph_break)
+
+
 @pytest.mark.parametrize("system", ["graphlift", "torch"])
 def test_error_on_graph_break_raises_where_it_is_on(system):
     context = graphlift.error_on_graph_break() if system == "graphlift" else \
         torch._dynamo.error_on_graph_break(True)
     with context:
         if system == "torch":  # graphlift's block is graphlift's alone
-            with pytest.raises(torch._dynamo.exc.Unsupported):
-                torch.compile(breaks_once, backend="eager")(torch.ones(2))
+            assert recorded("dropin/error_on_graph_break") == {"raises_unsupported": True}
         with pytest.raises(graphlift.Unsupported, match="graph_break.. was called") as info:
             graphlift.compile(breaks_once)(torch.ones(2))
         assert "error_on_graph_break is on" in str(info.value)
@@ -920,9 +1200,13 @@ CALLABLES = {
 }
 
 
-@pytest.mark.parametrize("make", CALLABLES.values(), ids=CALLABLES.keys())
-def test_compile_takes_what_torch_compile_takes(make):
-    theirs, ours = side_by_side(make, three_calls())
+for _name, _make in CALLABLES.items():
+    case(f"compile_takes/{_name}", _make)
+
+
+@pytest.mark.parametrize("name", CALLABLES)
+def test_compile_takes_what_torch_compile_takes(name):
+    theirs, ours = side_by_side(f"dropin/compile_takes/{name}")
     assert ours.graphs == 1
 
 

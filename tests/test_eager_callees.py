@@ -1,12 +1,14 @@
 """Callees of eager frames: a frame that runs eagerly as a whole has its callees compiled.
 
-Each case runs eagerly, under torch.compile (backend "eager" through a counter) and under
-graphlift, and compares results, printed output and exceptions; the graph counts are compared
-with torch.compile's, and ``graphlift.stats(callee)`` shows the callee compiled.
+Each case runs eagerly and under graphlift, and compares results, printed output and
+exceptions with eager's and with torch.compile's (backend "eager" through a counter), whose
+figures are recorded (tests/reference); the graph counts are compared with torch.compile's, and
+``graphlift.stats(callee)`` shows the callee compiled.
 """
 
 import contextlib
 import dis
+import functools
 import inspect
 import io
 import logging
@@ -14,8 +16,7 @@ import traceback
 
 import pytest
 import torch
-import torch._dynamo
-import torch._dynamo.testing
+from reference import measure, recorded
 
 import graphlift
 from graphlift import bytecode, eager_callees
@@ -27,29 +28,16 @@ pytestmark = pytest.mark.skipif(eager_callees.not_routed() is not None,
                                 reason=str(eager_callees.not_routed()))
 
 
-@pytest.fixture(autouse=True)
-def clean():
-    torch._dynamo.reset()
-    graphlift.reset()
-    yield
-    torch._dynamo.reset()
-    graphlift.reset()
-
-
 def run(fn, *args, system="eager", calls=2):
-    """Results, printed output and graph count of ``calls`` calls of ``fn`` under ``system``."""
-    torch._dynamo.reset()
+    """Results, printed output and graph count of ``calls`` calls of ``fn`` under ``system``
+    ("eager" or "graphlift")."""
     counter = None
-    if system == "torch":
-        counter = torch._dynamo.testing.CompileCounter()
-        fn = torch.compile(fn, backend=counter)
-    elif system == "graphlift":
+    if system == "graphlift":
         counter = CompileCounter()
         fn = graphlift.compile(fn, backend=counter)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         results = [fn(*args) for _ in range(calls)]
-    torch._dynamo.reset()
     return results, out.getvalue(), None if counter is None else counter.frame_count
 
 
@@ -61,16 +49,51 @@ def same(a, b):
     return a == b
 
 
-def check(fn, *args, graphs=None):
-    """Eager, torch.compile and graphlift agree; graphlift's graph count is torch's (or
-    ``graphs``). Returns graphlift's count."""
-    eager, printed, _ = run(fn, *args)
-    theirs, their_print, their_graphs = run(fn, *args, system="torch")
-    graphlift.reset()
-    ours, our_print, our_graphs = run(fn, *args, system="graphlift")
-    assert same(eager, theirs) and same(eager, ours)
-    assert printed == their_print == our_print
-    assert our_graphs == (their_graphs if graphs is None else graphs)
+# The cases ``check`` runs, by name: a function making (the function, its arguments), and
+# whether it runs under torch.no_grad().
+CASES: dict = {}
+
+
+def _torch_compile_case(name: str) -> dict:
+    """torch.compile's run of case ``name`` (two calls, backend "eager" through a counter):
+    whether its results were eager's, what it printed, and its graphs."""
+    import torch._dynamo.testing
+
+    build, no_grad = CASES[name]
+    torch.manual_seed(0)
+    with torch.no_grad() if no_grad else contextlib.nullcontext():
+        fn, args = build()
+        eager, _, _ = run(fn, *args)
+        counter = torch._dynamo.testing.CompileCounter()
+        theirs, printed, _ = run(torch.compile(fn, backend=counter), *args)
+    return {"same_as_eager": same(eager, theirs), "printed": printed,
+            "graphs": counter.frame_count}
+
+
+def case(name, no_grad=False):
+    """Register the decorated function (() -> (fn, args)) as case ``name``, and torch.compile's
+    run of it as the measure ``eager_callees/<name>``."""
+    def register(build):
+        CASES[name] = (build, no_grad)
+        measure(f"eager_callees/{name}", functools.partial(_torch_compile_case, name))
+        return build
+
+    return register
+
+
+def check(name, graphs=None):
+    """Eager, torch.compile (recorded) and graphlift agree on case ``name``; graphlift's graph
+    count is torch's (or ``graphs``). Returns graphlift's count."""
+    theirs = recorded(f"eager_callees/{name}")
+    build, no_grad = CASES[name]
+    with torch.no_grad() if no_grad else contextlib.nullcontext():
+        fn, args = build()
+        eager, printed, _ = run(fn, *args)
+        graphlift.reset()
+        ours, our_print, our_graphs = run(fn, *args, system="graphlift")
+    assert theirs["same_as_eager"] and same(eager, ours)
+    assert printed == theirs["printed"] == our_print
+    assert our_graphs == (theirs["graphs"] if graphs is None else graphs)
     return our_graphs
 
 
@@ -95,27 +118,37 @@ def in_try(callee, label):
 
 
 # -- the frames that run eagerly -----------------------------------------------------------------
+def breaks_in_a_try_block(x):
+    try:
+        print("in try")
+        y = g(x)
+    except KeyError:
+        y = None
+    return y
+
+
+case("break_in_a_try_block")(lambda: (breaks_in_a_try_block, (X,)))
+
+
 def test_a_break_in_a_try_block_compiles_the_callee():
-    def f(x):
-        try:
-            print("in try")
-            y = g(x)
-        except KeyError:
-            y = None
-        return y
-
-    assert check(f, X) == 1
-    assert graphlift.stats(g).graphs == 1 and graphlift.stats(f).eager_frames == 1
+    assert check("break_in_a_try_block") == 1
+    assert graphlift.stats(g).graphs == 1
+    assert graphlift.stats(breaks_in_a_try_block).eager_frames == 1
 
 
-def test_a_break_in_a_loop_body():
+@case("break_in_a_loop_body")
+def break_in_a_loop_body():
     def f(x):
         for i in range(2):
             print("step", i)
             x = g(x)
         return x
 
-    assert check(f, X) == 1
+    return f, (X,)
+
+
+def test_a_break_in_a_loop_body():
+    assert check("break_in_a_loop_body") == 1
     assert graphlift.stats(g).graphs == 1 and graphlift.stats(g).hits == 3
 
 
@@ -144,18 +177,25 @@ class Block(torch.nn.Module):
         return self.lin(x).relu()
 
 
+case("module_called_from_an_eager_frame", no_grad=True)(
+    lambda: (in_try(Block(), "module"), (X,)))
+
+
 def test_a_module_called_from_an_eager_frame_has_its_forward_compiled():
-    with torch.no_grad():
-        assert check(in_try(Block(), "module"), X) == 1
+    assert check("module_called_from_an_eager_frame") == 1
     assert graphlift.stats(Block.forward).graphs == 1
 
 
-def test_a_module_with_a_forward_hook_runs_the_hook():
+@case("module_with_a_forward_hook", no_grad=True)
+def module_with_a_forward_hook():
     block = Block()
     block.register_forward_hook(lambda module, args, out: print("hook") or out * 2)
-    with torch.no_grad():
-        # torch.compile: the forward's graph, and the hook's after its print.
-        assert check(in_try(block, "module"), X) == 2
+    return in_try(block, "module"), (X,)
+
+
+def test_a_module_with_a_forward_hook_runs_the_hook():
+    # torch.compile: the forward's graph, and the hook's after its print.
+    assert check("module_with_a_forward_hook") == 2
     assert graphlift.stats(Block.forward).graphs == 1
 
 
@@ -169,7 +209,8 @@ class CheckpointedBlock(Block):
         return super().__call__(*args, **kwargs)
 
 
-def test_a_module_with_its_own_call_has_its_call_compiled():
+@case("module_with_its_own_call", no_grad=True)
+def module_with_its_own_call():
     block = CheckpointedBlock()
 
     def f(x):
@@ -179,16 +220,22 @@ def test_a_module_with_its_own_call_has_its_call_compiled():
         except KeyError:
             return None
 
-    with torch.no_grad():
-        # torch.compile: __call__'s frame with forward inlined, once per keyword set.
-        assert check(f, X) == 2
+    return f, (X,)
+
+
+def test_a_module_with_its_own_call_has_its_call_compiled():
+    # torch.compile: __call__'s frame with forward inlined, once per keyword set.
+    assert check("module_with_its_own_call") == 2
     stats = graphlift.stats(CheckpointedBlock.__call__)
     assert (stats.graphs, stats.hits) == (2, 2) and graphlift.stats(Block.forward).compiles == 0
 
 
+# torch.compile skips torch's own modules too
+case("torch_module", no_grad=True)(lambda: (in_try(torch.nn.Linear(3, 3), "linear"), (X,)))
+
+
 def test_a_torch_module_runs_as_it_is():
-    with torch.no_grad():  # torch.compile skips torch's own modules too
-        assert check(in_try(torch.nn.Linear(3, 3), "linear"), X) == 0
+    assert check("torch_module") == 0
 
 
 class Stepper:
@@ -204,7 +251,8 @@ class Scaler:
         return x.tanh() * 2
 
 
-def test_a_callable_object_has_its_call_compiled():
+@case("callable_object")
+def callable_object():
     scaler = Scaler()
 
     def f(x):
@@ -214,11 +262,16 @@ def test_a_callable_object_has_its_call_compiled():
         except KeyError:
             return None
 
-    assert check(f, X) == 1
+    return f, (X,)
+
+
+def test_a_callable_object_has_its_call_compiled():
+    assert check("callable_object") == 1
     assert graphlift.stats(Scaler.__call__).graphs == 1
 
 
-def test_a_method_and_keyword_and_star_calls():
+@case("method_keyword_and_star_calls")
+def method_keyword_and_star_calls():
     stepper = Stepper()
 
     def f(x):
@@ -231,7 +284,11 @@ def test_a_method_and_keyword_and_star_calls():
         except KeyError:
             return None
 
-    assert check(f, X) == 2  # step (once: both calls hit) and g
+    return f, (X,)
+
+
+def test_a_method_and_keyword_and_star_calls():
+    assert check("method_keyword_and_star_calls") == 2  # step (once: both calls hit) and g
     assert graphlift.stats(Stepper.step).graphs == 1 and graphlift.stats(Stepper.step).hits == 3
 
 
@@ -256,7 +313,8 @@ def test_an_exception_of_a_callee_propagates_unchanged():
     assert [frame.name for frame in traceback.extract_tb(info.tb)][-1] == "boom"
 
 
-def test_identity_and_signature_of_functions_passed_around():
+@case("identity_and_signature")
+def identity_and_signature():
     stepper = Stepper()
 
     def f(fn, x):
@@ -267,7 +325,11 @@ def test_identity_and_signature_of_functions_passed_around():
         except KeyError:
             return None
 
-    check(f, g, X)
+    return f, (g, X)
+
+
+def test_identity_and_signature_of_functions_passed_around():
+    check("identity_and_signature")
     assert graphlift.stats(g).graphs == 1
 
 
@@ -279,8 +341,11 @@ def nested_inner(x):
         return None
 
 
+case("compiled_callee_that_falls_back")(lambda: (in_try(nested_inner, "outer"), (X,)))
+
+
 def test_a_compiled_callee_that_falls_back_routes_its_callees_too():
-    assert check(in_try(nested_inner, "outer"), X) == 1
+    assert check("compiled_callee_that_falls_back") == 1
     assert graphlift.stats(nested_inner).eager_frames == 1 and graphlift.stats(g).graphs == 1
 
 
@@ -289,7 +354,8 @@ def gen(x):
         yield g(x)
 
 
-def test_a_generator_consumed_in_an_eager_frame():
+@case("generator_consumed")
+def generator_consumed():
     def f(x):
         try:
             print("generator")
@@ -297,34 +363,66 @@ def test_a_generator_consumed_in_an_eager_frame():
         except KeyError:
             return None
 
-    assert check(f, X) == 1
+    return f, (X,)
+
+
+def test_a_generator_consumed_in_an_eager_frame():
+    assert check("generator_consumed") == 1
     assert graphlift.stats(g).graphs == 1
+
+
+def _torch_compile_generator_function() -> dict:
+    """torch.compile's graphs for ``gen`` compiled itself, and whether it agreed with eager."""
+    import torch._dynamo.testing
+
+    counter = torch._dynamo.testing.CompileCounter()
+    theirs = list(torch.compile(gen, backend=counter)(X))
+    return {"same_as_eager": same(theirs, list(gen(X))), "graphs": counter.frame_count}
+
+
+measure("eager_callees/compiled_generator_function", _torch_compile_generator_function)
 
 
 def test_a_compiled_generator_function_compiles_its_callees():
     # torch.compile's hook is off again when the generator's body runs (after the call that
-    # made it returns): it compiles nothing. graphlift's routed copy compiles the callee.
-    counter = torch._dynamo.testing.CompileCounter()
-    theirs = list(torch.compile(gen, backend=counter)(X))
+    # made it returns): it compiles nothing (recorded). graphlift's routed copy compiles the
+    # callee.
+    theirs = recorded("eager_callees/compiled_generator_function")
     ours = list(graphlift.compile(gen)(X))
-    assert same(ours, list(gen(X))) and same(theirs, ours) and counter.frame_count == 0
+    assert same(ours, list(gen(X))) and theirs["same_as_eager"] and theirs["graphs"] == 0
     assert graphlift.stats(g).graphs == 1 and graphlift.stats(gen).eager_frames == 1
 
 
-def test_disable_not_recursive():
+def not_recursive(disable):
+    """A function calling one disabled with ``disable(..., recursive=False)`` that calls a leaf;
+    (the function, the disabled one, the leaf)."""
     def leaf(x):
         return x.sin() * 2
 
-    middle_ours = graphlift.disable(lambda x: leaf(x) + 1, recursive=False)
-    middle_torch = torch.compiler.disable(lambda x: leaf(x) + 1, recursive=False)
+    middle = disable(lambda x: leaf(x) + 1, recursive=False)
 
     def f(x):
-        return middle_ours(x * 2) * 3
+        return middle(x * 2) * 3
 
-    def f_torch(x):
-        return middle_torch(x * 2) * 3
+    return f, middle, leaf
 
-    _, _, their_graphs = run(f_torch, X, system="torch")
+
+def _torch_compile_not_recursive() -> dict:
+    """torch.compile's graphs over ``not_recursive(torch.compiler.disable)``."""
+    import torch._dynamo.testing
+
+    f, _, _ = not_recursive(torch.compiler.disable)
+    counter = torch._dynamo.testing.CompileCounter()
+    run(torch.compile(f, backend=counter), X)
+    return {"graphs": counter.frame_count}
+
+
+measure("eager_callees/disable_not_recursive", _torch_compile_not_recursive)
+
+
+def test_disable_not_recursive():
+    f, middle_ours, leaf = not_recursive(graphlift.disable)
+    their_graphs = recorded("eager_callees/disable_not_recursive")["graphs"]
     ours, _, our_graphs = run(f, X, system="graphlift")
     assert our_graphs == their_graphs == 3 and same(ours[0], f(X))
     assert graphlift.stats(leaf).graphs == 1
@@ -335,9 +433,12 @@ def test_disable_not_recursive():
     assert graphlift.stats(leaf).graphs == 1
 
 
+case("setting_off")(lambda: (in_try(g, "off"), (X,)))
+
+
 def test_the_setting_off_runs_the_callees_eagerly():
     with graphlift.config.patch(compile_eager_callees=False):
-        assert check(in_try(g, "off"), X, graphs=0) == 0
+        assert check("setting_off", graphs=0) == 0
     assert graphlift.stats(g).compiles == 0
 
 
@@ -444,10 +545,13 @@ SUPER_METHOD_LOAD = {(3, 10): "LOAD_METHOD", (3, 11): "LOAD_METHOD", (3, 12): "L
                      (3, 13): "LOAD_SUPER_ATTR"}
 
 
+case("super_method_call")(lambda: (Child().scale, (X,)))
+
+
 def test_a_super_method_call_is_routed():
     assert SUPER_METHOD_LOAD[bytecode.VERSION] in {i.opname for i in dis.get_instructions(
         Child.scale)}
-    assert check(Child().scale, X) == 1
+    assert check("super_method_call") == 1
     assert graphlift.stats(Base.scale).graphs == 1 and graphlift.stats(Child.scale).eager_frames
 
 

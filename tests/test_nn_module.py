@@ -9,9 +9,8 @@ import logging
 
 import pytest
 import torch
-import torch._dynamo
-import torch._dynamo.testing
 import torch.nn.functional as F
+from reference import measure, recorded
 from torch import nn
 
 import graphlift
@@ -435,21 +434,33 @@ class _Announced(nn.Module):  # an __init__ of the user's: must run when the pro
         return x + 1
 
 
-def test_a_user_module_that_adds_only_methods_is_made_in_the_frame(capsys):
-    def f(x):
-        return _Doubled()(x) + 1
+def _makes_a_doubled(x):
+    return _Doubled()(x) + 1
 
+
+def _torch_compile_makes_a_doubled() -> dict:
+    """torch.compile's graphs for ``_makes_a_doubled``."""
+    import torch._dynamo.testing
+
+    torch.manual_seed(0)
+    theirs = torch._dynamo.testing.CompileCounter()
+    torch.compile(_makes_a_doubled, backend=theirs)(torch.randn(4))
+    return {"graphs": theirs.frame_count}
+
+
+measure("nn_module/module_adding_only_methods_made_in_the_frame", _torch_compile_makes_a_doubled)
+
+
+def test_a_user_module_that_adds_only_methods_is_made_in_the_frame(capsys):
     def g(x):
         return _Announced()(x) * 2
 
+    f = _makes_a_doubled
     x = torch.randn(4)
     ours = CompileCounter()
     assert torch.equal(graphlift.compile(f, backend=ours)(x), f(x))
-    torch._dynamo.reset()
-    theirs = torch._dynamo.testing.CompileCounter()
-    torch.compile(f, backend=theirs)(x)
-    torch._dynamo.reset()
-    assert ours.frame_count == theirs.frame_count == 1
+    theirs = recorded("nn_module/module_adding_only_methods_made_in_the_frame")  # tests/reference
+    assert ours.frame_count == theirs["graphs"] == 1
     capsys.readouterr()
     assert torch.equal(g(x), graphlift.compile(g)(x))
     assert capsys.readouterr().out == "made\nmade\n"  # eager's __init__ ran once per call
@@ -486,9 +497,28 @@ class _Stack(nn.Module):
         return x
 
 
-def test_a_module_with_its_own_call_is_inlined_down_to_its_forward():
+def _hooked_checkpointing_stack() -> _Stack:
     stack = _Stack(_CheckpointingBlock)
     stack.layer[1].register_forward_hook(lambda mod, args, out: out * 2)
+    return stack
+
+
+def _torch_compile_checkpointing_stack() -> dict:
+    """torch.compile's graphs for a stack of blocks with their own ``__call__``."""
+    import torch._dynamo.testing
+
+    torch.manual_seed(0)
+    stack, x = _hooked_checkpointing_stack(), torch.randn(3, 4)
+    theirs = torch._dynamo.testing.CompileCounter()
+    torch.compile(stack, backend=theirs)(x, scale=0.5)
+    return {"graphs": theirs.frame_count}
+
+
+measure("nn_module/own_call_inlined_down_to_forward", _torch_compile_checkpointing_stack)
+
+
+def test_a_module_with_its_own_call_is_inlined_down_to_its_forward():
+    stack = _hooked_checkpointing_stack()
     x = torch.randn(3, 4)
     expected = stack(x, scale=0.5)
     for layer in stack.layer:
@@ -497,9 +527,6 @@ def test_a_module_with_its_own_call_is_inlined_down_to_its_forward():
     compiled = graphlift.compile(stack, backend=ours)
     same(compiled(x, scale=0.5), expected)
     assert [layer.seen for layer in stack.layer] == [2, 2]  # the stores replayed
-    torch._dynamo.reset()
-    theirs = torch._dynamo.testing.CompileCounter()
-    torch.compile(stack, backend=theirs)(x, scale=0.5)
-    torch._dynamo.reset()
-    assert ours.frame_count == theirs.frame_count == 1
+    theirs = recorded("nn_module/own_call_inlined_down_to_forward")  # tests/reference
+    assert ours.frame_count == theirs["graphs"] == 1
     assert graphlift.stats(compiled).graph_breaks == 0

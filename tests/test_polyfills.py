@@ -17,8 +17,7 @@ import operator
 
 import pytest
 import torch
-import torch._dynamo
-import torch._dynamo.testing
+from reference import measure, recorded
 
 import graphlift
 from graphlift import config
@@ -559,24 +558,42 @@ def _scan_pair(left, right):  # the selective-scan step of transformers' Mamba
     return left[0] * right[0], right[0] * left[1] + right[1]
 
 
-@pytest.mark.parametrize("reverse", [False, True])
-def test_associative_scan_is_unrolled_into_one_graph(reverse):
+def _scan(reverse):
     from torch._higher_order_ops.associative_scan import associative_scan
 
     def f(a, b):
         return associative_scan(_scan_pair, (a, b), dim=2, reverse=reverse,
                                 combine_mode="generic")
 
+    return f
+
+
+def _torch_compile_scan(reverse: bool) -> dict:
+    """torch.compile's graphs for the scan."""
+    import torch._dynamo.testing
+
+    torch.manual_seed(0)
+    a, b = torch.rand(2, 3, 6), torch.randn(2, 3, 6)
+    theirs = torch._dynamo.testing.CompileCounter()
+    torch.compile(_scan(reverse), backend=theirs)(a, b)
+    return {"graphs": theirs.frame_count}
+
+
+for _reverse in (False, True):
+    measure(f"polyfills/associative_scan/reverse={_reverse}",
+            functools.partial(_torch_compile_scan, _reverse))
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_associative_scan_is_unrolled_into_one_graph(reverse):
+    f = _scan(reverse)
     a, b = torch.rand(2, 3, 6), torch.randn(2, 3, 6)
     eager = f(a, b)
     ours = CompileCounter()
     compiled = graphlift.compile(f, backend=ours)(a, b)
     assert all(torch.allclose(e, c, atol=1e-6) for e, c in zip(eager, compiled))
-    torch._dynamo.reset()
-    theirs = torch._dynamo.testing.CompileCounter()
-    torch.compile(f, backend=theirs)(a, b)
-    torch._dynamo.reset()
-    assert ours.frame_count == theirs.frame_count == 1
+    theirs = recorded(f"polyfills/associative_scan/reverse={reverse}")  # tests/reference
+    assert ours.frame_count == theirs["graphs"] == 1
 
 
 def test_associative_scan_keeps_the_ops_errors():

@@ -2,17 +2,20 @@
 
 A module passed as an argument is guarded by its structure, not its identity, and its
 parameters are graph inputs read from the instance at each call. Every test compares compiled
-with eager (outputs, gradients) and the compile counts with torch.compile's.
+with eager (outputs, gradients) and the compile counts with torch.compile's, which are recorded
+(tests/reference).
 """
 
 import copy
+import functools
+import json
 import shutil
 import types
 
 import pytest
 import torch
-import torch._dynamo
 import torch.nn.functional as F
+from reference import measure, recorded
 from torch import nn
 from torch._higher_order_ops.invoke_subgraph import invoke_subgraph
 
@@ -38,13 +41,17 @@ class Block(nn.Module):
         return x + self.drop(self.proj(F.gelu(self.fc(self.ln(x))))) * self.scale
 
 
-def torch_compiles(run):
-    """Graphs torch.compile (backend eager) makes while ``run(compile)`` runs."""
-    torch._dynamo.reset()
+def torch_compiles(run) -> dict:
+    """The graphs torch.compile (backend eager) makes while ``run(compile)`` runs, and whether
+    it agreed with eager (every check of ``run`` held): a measure's figure (tests/reference)."""
+    torch.manual_seed(0)
     counter = CompileCounter()
-    run(lambda m: torch.compile(m, backend=counter))
-    torch._dynamo.reset()
-    return counter.frame_count
+    try:
+        run(lambda m: torch.compile(m, backend=counter))
+        agreed = True
+    except AssertionError:
+        agreed = False
+    return {"graphs": counter.frame_count, "same_as_eager": agreed}
 
 
 def graphlift_compiles(run):
@@ -53,92 +60,119 @@ def graphlift_compiles(run):
     return counter.frame_count
 
 
-def both(run):
-    """(graphlift's graphs, torch.compile's graphs) for ``run(compile)``."""
-    return graphlift_compiles(run), torch_compiles(run)
+# The runs whose torch.compile figures are recorded, by key: ``run(compile)`` makes its own
+# modules and inputs (seeded), compiles them with ``compile`` and checks them against eager.
+RUNS: dict = {}
+
+
+def compared(name):
+    """Register the decorated ``run(compile)`` as ``regional/<name>``, torch.compile's figures
+    for it as that key's measure."""
+    def register(run):
+        key = f"regional/{name}"
+        RUNS[key] = run
+        measure(key, functools.partial(torch_compiles, run))
+        return run
+
+    return register
+
+
+def both(key):
+    """(graphlift's graphs, torch.compile's recorded graphs) for the run ``key``; torch.compile
+    agreed with eager."""
+    theirs = recorded(key)
+    assert theirs["same_as_eager"], f"{key}: torch.compile disagreed with eager (recorded)"
+    torch.manual_seed(0)
+    return graphlift_compiles(RUNS[key]), theirs["graphs"]
 
 
 # -- one compile for identical blocks ------------------------------------------------------------
-def test_twelve_blocks_compile_once_each_with_its_own_weights():
-    torch.manual_seed(0)
+TWELVE_BLOCKS = []  # the blocks of the last run of twelve_blocks
+
+
+@compared("twelve_blocks")
+def twelve_blocks(compile):
     blocks = [Block().eval() for _ in range(12)]
+    TWELVE_BLOCKS[:] = blocks
     x = torch.randn(2, 8)
+    compiled = [compile(b) for b in blocks]
+    outs = [c(x) for c in compiled]
+    for out, block in zip(outs, blocks):
+        same(out, block(x))
+    assert not torch.allclose(outs[0], outs[1])  # the blocks really differ
+    for c in compiled:  # second round: every block a cache hit
+        c(x)
 
-    def run(compile):
-        compiled = [compile(b) for b in blocks]
-        outs = [c(x) for c in compiled]
-        for out, block in zip(outs, blocks):
-            same(out, block(x))
-        assert not torch.allclose(outs[0], outs[1])  # the blocks really differ
-        for c in compiled:  # second round: every block a cache hit
-            c(x)
 
-    assert both(run) == (1, 1)
-    entry = graphlift.cache_entries(graphlift.compile(blocks[0]))[0]
+def test_twelve_blocks_compile_once_each_with_its_own_weights():
+    assert both("regional/twelve_blocks") == (1, 1)
+    entry = graphlift.cache_entries(graphlift.compile(TWELVE_BLOCKS[0]))[0]
     assert any(g.startswith("nn_module_structure(L['self']) == ") for g in entry.guards)
     assert "L['self'] is" not in " ".join(entry.guards)  # no identity guard
     assert "._parameters['weight']" in entry.run_source  # parameters read by path
 
 
-def test_a_decoder_of_blocks_through_a_module_list():
-    torch.manual_seed(0)
+@compared("decoder_of_blocks_through_a_module_list")
+def decoder_of_blocks(compile):
     layers = nn.ModuleList(Block().eval() for _ in range(4))
     x = torch.randn(2, 8)
-
-    def run(compile):
-        for i, layer in enumerate(layers):
-            layers[i] = compile(layer)
-        y = x
-        with torch.no_grad():  # else every block but the first gets an input requiring grad
-            for layer in layers:
-                y = layer(y)
-        for i, layer in enumerate(layers):
-            layers[i] = getattr(layer, "_orig_mod", layer)
-        expected = x
+    for i, layer in enumerate(layers):
+        layers[i] = compile(layer)
+    y = x
+    with torch.no_grad():  # else every block but the first gets an input requiring grad
         for layer in layers:
-            expected = layer(expected)
-        same(y, expected)
+            y = layer(y)
+    for i, layer in enumerate(layers):
+        layers[i] = getattr(layer, "_orig_mod", layer)
+    expected = x
+    for layer in layers:
+        expected = layer(expected)
+    same(y, expected)
 
-    assert both(run) == (1, 1)
+
+def test_a_decoder_of_blocks_through_a_module_list():
+    assert both("regional/decoder_of_blocks_through_a_module_list") == (1, 1)
+
+
+def apply_plus_one(m, x):
+    return m(x) + 1
+
+
+@compared("fresh_module_argument_each_call")
+def fresh_module_argument_each_call(compile):
+    x = torch.randn(2, 8)
+    fn = compile(apply_plus_one)
+    for _ in range(3):
+        m = Block().eval()
+        same(fn(m, x), apply_plus_one(m, x))
 
 
 def test_a_fresh_module_argument_each_call_compiles_once():
-    def apply(m, x):
-        return m(x) + 1
-
-    x = torch.randn(2, 8)
-
-    def run(compile):
-        fn = compile(apply)
-        for _ in range(3):
-            m = Block().eval()
-            same(fn(m, x), apply(m, x))
-
-    assert both(run) == (1, 1)
+    assert both("regional/fresh_module_argument_each_call") == (1, 1)
 
 
 # -- what differs is guarded ---------------------------------------------------------------------
-def test_other_shapes_recompile():
-    torch.manual_seed(0)
+@compared("other_shapes")
+def other_shapes(compile):
     small, wide = Block(8).eval(), Block(16).eval()
+    for block, x in ((small, torch.randn(2, 8)), (wide, torch.randn(2, 16))):
+        same(compile(block)(x), block(x))
 
-    def run(compile):
-        for block, x in ((small, torch.randn(2, 8)), (wide, torch.randn(2, 16))):
-            same(compile(block)(x), block(x))
 
-    assert both(run) == (2, 2)
+def test_other_shapes_recompile():
+    assert both("regional/other_shapes") == (2, 2)
+
+
+@compared("eval_mode_of_one_block")
+def eval_mode_of_one_block(compile):
+    trained, evaluated = Block(p=0.0), Block(p=0.0).eval()
+    x = torch.randn(2, 8)
+    for block in (trained, evaluated, trained):
+        same(compile(block)(x), block(x))
 
 
 def test_eval_mode_of_one_block_is_guarded():
-    torch.manual_seed(0)
-    trained, evaluated = Block(p=0.0), Block(p=0.0).eval()
-    x = torch.randn(2, 8)
-
-    def run(compile):
-        for block in (trained, evaluated, trained):
-            same(compile(block)(x), block(x))
-
-    assert both(run) == (2, 2)
+    assert both("regional/eval_mode_of_one_block") == (2, 2)
 
 
 def test_a_hook_on_one_block_is_seen():
@@ -162,17 +196,17 @@ def test_torch_layer_hyperparameters_are_part_of_the_structure():
     assert counter.frame_count == 2  # LayerNorm.eps is not guarded one by one, yet differs
 
 
-def test_plain_attributes_are_guarded_per_instance():
-    torch.manual_seed(0)
+@compared("plain_attributes_per_instance")
+def plain_attributes_per_instance(compile):
     a, b = Block().eval(), Block().eval()
     b.scale = 3
     x = torch.randn(2, 8)
+    for block in (a, b):
+        same(compile(block)(x), block(x))
 
-    def run(compile):
-        for block in (a, b):
-            same(compile(block)(x), block(x))
 
-    assert both(run) == (2, 2)
+def test_plain_attributes_are_guarded_per_instance():
+    assert both("regional/plain_attributes_per_instance") == (2, 2)
 
 
 def test_tied_and_untied_weights_are_told_apart():
@@ -304,6 +338,20 @@ class Stack(nn.Module):
         return x
 
 
+def _torch_compile_region_six_times() -> dict:
+    """torch.compile's figures for a stack of six blocks through its own nested_compile_region."""
+    torch.manual_seed(0)
+    stack = Stack().eval()
+    torch_stack = copy.deepcopy(stack)
+    torch_stack.call = torch.compiler.nested_compile_region(lambda block, x: block(x))
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        return torch_compiles(lambda compile: same(compile(torch_stack)(x), stack(x)))
+
+
+measure("regional/region_called_six_times", _torch_compile_region_six_times)
+
+
 def test_a_region_called_six_times_is_traced_once():
     torch.manual_seed(0)
     stack = Stack().eval()
@@ -316,12 +364,7 @@ def test_a_region_called_six_times_is_traced_once():
     assert (stats.traced - before[0], stats.reused - before[1]) == (1, 5)
     assert counter.frame_count == 1
     assert layer(stack.h[0], x) is not None  # eagerly the function itself
-
-    torch_layer = torch.compiler.nested_compile_region(lambda block, x: block(x))
-    torch_stack = copy.deepcopy(stack)
-    torch_stack.call = torch_layer
-    with torch.no_grad():
-        assert torch_compiles(lambda compile: same(compile(torch_stack)(x), stack(x))) == 1
+    assert recorded("regional/region_called_six_times") == {"graphs": 1, "same_as_eager": True}
 
 
 def test_a_marked_forward_method_is_reused_and_gradients_match():
@@ -422,22 +465,6 @@ def outer_ops(gm):
             if n.op not in ("placeholder", "output")]
 
 
-def torch_graphs(model, args, backend):
-    """torch.compile's result for ``model(*args)`` and the graphs its backend received (each
-    compiled by torch's own ``backend``)."""
-    torch._dynamo.reset()
-    graphs = []
-
-    def capture(gm, example_inputs):
-        graphs.append((subgraph_calls(gm), outer_ops(gm)))
-        return torch._dynamo.lookup_backend(backend)(gm, example_inputs)
-
-    try:
-        return torch.compile(model, backend=capture)(*args), graphs
-    finally:
-        torch._dynamo.reset()
-
-
 def graphlift_graphs(model, args, backend):
     graphlift.reset()
     compiled = graphlift.compile(model, backend=backend)
@@ -469,6 +496,32 @@ def region_model(depth, call=None):
     return Loss(Stack(depth=depth, call=call))
 
 
+def _torch_compile_aot_eager_regions() -> dict:
+    """torch.compile's training step (backend aot_eager) over four blocks through its own
+    nested_compile_region: whether its loss was eager's, and the graphs its backend received."""
+    import torch._dynamo
+
+    def torch_graphs(model, args):
+        graphs = []
+
+        def capture(gm, example_inputs):
+            graphs.append((subgraph_calls(gm), outer_ops(gm)))
+            return torch._dynamo.lookup_backend("aot_eager")(gm, example_inputs)
+
+        return torch.compile(model, backend=capture)(*args), graphs
+
+    torch.manual_seed(0)
+    x = torch.randn(3, 8)
+    expected, _, _ = training_step(region_model(4), x, lambda m, a: (m(*a), None))
+    torch_model = region_model(4, torch.compiler.nested_compile_region(_copy_function(layer)))
+    torch_loss, torch_seen, _ = training_step(torch_model, x, torch_graphs)
+    return {"same_loss": torch.allclose(torch_loss, expected, atol=1e-6, rtol=1e-5),
+            "graphs": torch_seen}
+
+
+measure("regional/aot_eager_one_subgraph_per_block", _torch_compile_aot_eager_regions)
+
+
 def test_aot_eager_gets_one_subgraph_called_per_block_as_torch_compile_makes_it():
     x = torch.randn(3, 8)
     model = region_model(4)
@@ -479,12 +532,12 @@ def test_aot_eager_gets_one_subgraph_called_per_block_as_torch_compile_makes_it(
     for a, b in zip(got, grads):
         same(a, b)
     assert graphlift.region_stats(layer).traced - before == 1
-    torch_model = region_model(4, torch.compiler.nested_compile_region(_copy_function(layer)))
-    torch_loss, torch_seen, torch_grads = training_step(
-        torch_model, x, lambda m, a: torch_graphs(m, a, "aot_eager"))
-    same(torch_loss, expected)
+    theirs = recorded("regional/aot_eager_one_subgraph_per_block")  # tests/reference
+    assert theirs["same_loss"]
+    torch_seen = theirs["graphs"]
+    graphs = json.loads(json.dumps(graphs))  # as recorded: tuples become lists
     assert len(graphs) == len(torch_seen) == 1
-    assert graphs[0][0] == torch_seen[0][0] == (["subgraph_0"], ["subgraph_0"] * 4)
+    assert graphs[0][0] == torch_seen[0][0] == [["subgraph_0"], ["subgraph_0"] * 4]
     assert graphs[0][1] == torch_seen[0][1]  # get_attr, invoke_subgraph, getitem per block
 
 
@@ -635,51 +688,77 @@ def apply_module(block, x):
     return block(x)
 
 
-# (change made after the first call, graphlift's graphs, torch.compile's graphs or None where
+# change made after the first call: (graphlift's graphs, torch.compile's graphs or None where
 # torch.compile serves a stale entry: a forward (pre-)hook on a submodule and a global hook)
-IN_PLACE_CHANGES = [
-    (lambda b: b.fc.register_forward_hook(lambda m, i, o: o * 100), 2, None),
-    (lambda b: b.fc.register_forward_pre_hook(lambda m, i: (i[0] * 3,)), 2, None),
-    (lambda b: b.fc.register_full_backward_hook(lambda m, gi, go: None), 2, 1),
-    (lambda b: delattr(b, "w"), 2, 2),
-    (lambda b: setattr(b.fc, "forward", lambda x: x * 7), 2, 2),
-    (lambda b: b.drop.train(), 2, 2),
-    (lambda b: b.fc._parameters.__setitem__("weight", nn.Parameter(torch.zeros(3, 3))), 1, 1),
-    (lambda b: b._modules.__setitem__("fc", nn.Sequential(nn.Linear(3, 3), nn.Tanh())), 2, 2),
-    (lambda b: b._modules.__setitem__("fc", nn.Linear(3, 3, bias=False)), 2, 2),
-    (lambda b: torch.nn.modules.module.register_module_forward_hook(
+IN_PLACE_CHANGES = {
+    "forward_hook_on_a_submodule": (
+        lambda b: b.fc.register_forward_hook(lambda m, i, o: o * 100), 2, None),
+    "forward_pre_hook_on_a_submodule": (
+        lambda b: b.fc.register_forward_pre_hook(lambda m, i: (i[0] * 3,)), 2, None),
+    "backward_hook_on_a_submodule": (
+        lambda b: b.fc.register_full_backward_hook(lambda m, gi, go: None), 2, 1),
+    "buffer_deleted": (lambda b: delattr(b, "w"), 2, 2),
+    "forward_of_a_submodule_replaced": (
+        lambda b: setattr(b.fc, "forward", lambda x: x * 7), 2, 2),
+    "dropout_put_in_training": (lambda b: b.drop.train(), 2, 2),
+    "parameter_replaced": (
+        lambda b: b.fc._parameters.__setitem__("weight", nn.Parameter(torch.zeros(3, 3))), 1, 1),
+    "submodule_replaced_by_a_sequential": (
+        lambda b: b._modules.__setitem__("fc", nn.Sequential(nn.Linear(3, 3), nn.Tanh())), 2, 2),
+    "submodule_replaced_by_another_linear": (
+        lambda b: b._modules.__setitem__("fc", nn.Linear(3, 3, bias=False)), 2, 2),
+    "global_forward_hook": (lambda b: torch.nn.modules.module.register_module_forward_hook(
         lambda m, i, o: o + 1 if isinstance(m, nn.Linear) else o), 1, None),
-]
+}
+
+
+def changed_in_place(compile, change):
+    """A block compiled and called, changed by ``change``, then called again: (the compiled
+    call's output, eager's); the first call's outputs agree (``same``)."""
+    torch.manual_seed(0)
+    block, x = Hooked().eval(), torch.randn(2, 3)
+    compiled = compile(apply_module)
+    same(compiled(block, x), apply_module(block, x))
+    handle = change(block)
+    try:
+        torch.manual_seed(1)
+        out = compiled(block, x)
+        torch.manual_seed(1)
+        expected = apply_module(block, x)
+        return out, expected
+    finally:
+        if isinstance(handle, torch.utils.hooks.RemovableHandle):
+            handle.remove()
+
+
+def _torch_compile_change_in_place(name: str) -> dict:
+    """torch.compile's graphs over ``changed_in_place``, whether its first call agreed with
+    eager, and whether its call after the change did."""
+    change, outs = IN_PLACE_CHANGES[name][0], []
+    figures = torch_compiles(lambda c: outs.append(changed_in_place(c, change)))
+    return {"graphs": figures["graphs"], "first_same_as_eager": figures["same_as_eager"],
+            "changed_same_as_eager": bool(outs) and torch.allclose(*outs[0])}
+
+
+for _name in IN_PLACE_CHANGES:
+    measure(f"regional/changed_in_place/{_name}",
+            functools.partial(_torch_compile_change_in_place, _name))
 
 
 def test_changes_made_in_place_after_the_first_call_are_seen():
-    for index, (change, graphlift_graphs, torch_graphs) in enumerate(IN_PLACE_CHANGES):
-        def run(compile, change=change):
-            torch.manual_seed(0)
-            block, x = Hooked().eval(), torch.randn(2, 3)
-            compiled = compile(apply_module)
-            same(compiled(block, x), apply_module(block, x))
-            handle = change(block)
-            try:
-                torch.manual_seed(1)
-                out = compiled(block, x)
-                torch.manual_seed(1)
-                expected = apply_module(block, x)
-                return out, expected
-            finally:
-                if isinstance(handle, torch.utils.hooks.RemovableHandle):
-                    handle.remove()
-
+    for name, (change, graphlift_graphs, torch_graphs) in IN_PLACE_CHANGES.items():
         graphlift.reset()
-        outs = {}
-        counts = [graphlift_compiles(lambda c, outs=outs: outs.setdefault("gl", run(c))),
-                  torch_compiles(lambda c, outs=outs: outs.setdefault("tc", run(c)))]
-        same(*outs["gl"])
-        assert counts[0] == graphlift_graphs, index
+        outs = []
+        ours = graphlift_compiles(lambda c, change=change, outs=outs: outs.append(
+            changed_in_place(c, change)))
+        same(*outs[0])
+        assert ours == graphlift_graphs, name
+        theirs = recorded(f"regional/changed_in_place/{name}")  # tests/reference
+        assert theirs["first_same_as_eager"], name
         if torch_graphs is not None:
-            assert counts[1] == torch_graphs, index
+            assert theirs["graphs"] == torch_graphs, name
         else:  # torch.compile keeps serving the entry traced before the hook
-            assert not torch.allclose(*outs["tc"]), index
+            assert not theirs["changed_same_as_eager"], name
 
 
 def test_a_hook_added_to_one_of_two_blocks_sharing_an_entry_is_seen():

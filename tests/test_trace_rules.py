@@ -9,9 +9,11 @@ also on exceptions).
 
 import collections
 import colorsys
+import contextlib
 import copy
 import functools
 import heapq
+import io
 import itertools
 import logging
 import math
@@ -24,6 +26,7 @@ import numpy
 import pytest
 import torch
 import torch.nn.functional as F
+from reference import measure, recorded
 
 import graphlift
 from graphlift import config, trace_rules
@@ -302,33 +305,46 @@ def test_allow_in_graph_without_fake_falls_back_to_running_on_fake_tensors():
     assert backend.frame_count == 1
 
 
-def test_allow_in_graph_body_that_prints_runs_once_while_compiling_as_under_torch_compile(capsys):
-    """The sandbox cannot follow a print, so the body runs once on fake tensors at compile time
-    (docs/guide.md says so); torch.compile runs an allow_in_graph body on fakes too."""
-    def noisy(x):
-        print("body runs")
-        return x * 2
+def noisy(x):
+    print("body runs")
+    return x * 2
 
-    def printed_per_call(compiled) -> list[int]:
-        counts = []
-        for _ in range(2):
+
+def printed_per_call(compiled) -> list[int]:
+    """How many times each of two calls of ``compiled`` printed ``noisy``'s line."""
+    counts = []
+    for _ in range(2):
+        with contextlib.redirect_stdout(io.StringIO()) as out:
             compiled(torch.ones(2))
-            counts.append(capsys.readouterr().out.count("body runs"))
-        return counts
+        counts.append(out.getvalue().count("body runs"))
+    return counts
 
+
+def _torch_compile_prints_of_allowed() -> list[int]:
+    """torch.compile's prints per call of a function calling ``noisy``, allowed in its graph."""
+    import torch._dynamo
+
+    torch._dynamo.allow_in_graph(noisy)
+    try:
+        return printed_per_call(torch.compile(lambda t: noisy(t) + 1, fullgraph=True,
+                                              backend=CompileCounter()))
+    finally:
+        torch._dynamo.disallow_in_graph(noisy)
+
+
+measure("trace_rules/allow_in_graph_body_that_prints", _torch_compile_prints_of_allowed)
+
+
+def test_allow_in_graph_body_that_prints_runs_once_while_compiling_as_under_torch_compile():
+    """The sandbox cannot follow a print, so the body runs once on fake tensors at compile time
+    (docs/guide.md says so); torch.compile runs an allow_in_graph body on fakes too (recorded:
+    tests/reference)."""
     graphlift.allow_in_graph(noisy)
     try:
         ours = printed_per_call(graphlift.compile(lambda t: noisy(t) + 1, fullgraph=True))
     finally:
         trace_rules.disallow_in_graph(noisy)
-    torch._dynamo.reset()
-    torch._dynamo.allow_in_graph(noisy)
-    try:
-        theirs = printed_per_call(torch.compile(lambda t: noisy(t) + 1, fullgraph=True,
-                                                backend=CompileCounter()))
-    finally:
-        torch._dynamo.disallow_in_graph(noisy)
-        torch._dynamo.reset()
+    theirs = recorded("trace_rules/allow_in_graph_body_that_prints")
     assert ours == theirs == [2, 1]  # compiling: once on fakes, once for real; then a hit
 
 

@@ -2,8 +2,8 @@
 
 Each case raises eagerly and compiled; the compiled traceback must hold the user's frames and no
 frame of graphlift's package or generated plumbing, and where eager's traceback is the reference
-its frames must be the same. torch.compile's traceback for the same failure is measured in the
-test: it keeps at least one frame of its own (``eval_frame.py``), which ours must not.
+its frames must be the same. torch.compile's traceback for the same failure is recorded
+(tests/reference): it keeps at least one frame of its own (``eval_frame.py``), which ours must not.
 """
 
 import os
@@ -11,6 +11,7 @@ import traceback
 
 import pytest
 import torch
+from reference import measure, recorded
 
 import graphlift
 from graphlift.exc import BackendCompilerFailed, InternalError, Unsupported
@@ -55,17 +56,22 @@ def test_a_users_error_shows_exactly_eagers_frames():
     assert graphlift_frames(compiled) == []
 
 
-def test_torch_compile_keeps_a_frame_of_its_own_where_graphlift_keeps_none():
-    torch._dynamo.reset()
-    try:
-        theirs = raise_of(lambda: torch.compile(calls_a_helper, backend="eager")(
-            torch.ones(3), 2))
-    finally:
-        torch._dynamo.reset()
+def _torch_compile_traceback() -> dict:
+    """How many frames torch.compile's traceback of the failure holds, and whether it shows
+    torch/_dynamo's."""
+    theirs = raise_of(lambda: torch.compile(calls_a_helper, backend="eager")(torch.ones(3), 2))
     text = "".join(traceback.format_exception(theirs))
-    assert "torch/_dynamo" in text  # the reference hides less than we do
+    return {"frames": len(frames(theirs)), "shows_torch_dynamo": "torch/_dynamo" in text}
+
+
+measure("tracebacks/torch_compile_keeps_frames_of_its_own", _torch_compile_traceback)
+
+
+def test_torch_compile_keeps_a_frame_of_its_own_where_graphlift_keeps_none():
+    theirs = recorded("tracebacks/torch_compile_keeps_frames_of_its_own")  # tests/reference
+    assert theirs["shows_torch_dynamo"]  # the reference hides less than we do
     ours = raise_of(lambda: graphlift.compile(calls_a_helper)(torch.ones(3), 2))
-    assert len(frames(ours)) < len(frames(theirs))
+    assert len(frames(ours)) < theirs["frames"]
 
 
 class Reshapes(torch.nn.Module):

@@ -6,6 +6,8 @@ Every loaded entry must give what eager gives; anything that does not match is t
 and a file the cache did not write is never run.
 """
 
+import contextlib
+import io
 import json
 import logging
 import os
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 from corpus.harness import assert_same
+from reference import measure, recorded
 
 import graphlift
 from graphlift import persist
@@ -229,15 +232,26 @@ def traces(monkeypatch):
     return count
 
 
-def test_an_entry_with_a_graph_break_loads_with_its_resume_function(cache, traces, capsys):
+def _torch_compile_with_break() -> dict:
+    """torch.compile's graphs for ``with_break``, and whether it agreed with eager."""
+    torch.manual_seed(0)
     x = torch.randn(3)
     counter = CompileCounter()
-    torch._dynamo.reset()
-    assert_same(with_break(x, 2), torch.compile(with_break, backend=counter)(x, 2))
-    torch._dynamo.reset()
+    with contextlib.redirect_stdout(io.StringIO()):
+        expected, got = with_break(x, 2), torch.compile(with_break, backend=counter)(x, 2)
+    return {"graphs": counter.frame_count, "same_as_eager": torch.allclose(expected, got)}
+
+
+measure("warm_start/with_break", _torch_compile_with_break)
+
+
+def test_an_entry_with_a_graph_break_loads_with_its_resume_function(cache, traces, capsys):
+    x = torch.randn(3)
+    theirs = recorded("warm_start/with_break")  # tests/reference
+    assert theirs["same_as_eager"]
     graphlift_counter = CompileCounter()
     call(graphlift.compile(with_break, backend=graphlift_counter), with_break, x, 2)
-    assert graphlift_counter.frame_count == counter.frame_count == 2  # both split at print
+    assert graphlift_counter.frame_count == theirs["graphs"] == 2  # both split at print
     graphlift.reset()
     traces[0] = 0
     compiled = graphlift.compile(with_break)
@@ -489,7 +503,9 @@ def test_a_module_whose_structure_differs_misses_the_loaded_entry(cache, new_num
     assert counts(apply_block) == (1, 1, 0)
 
 
-def test_blocks_compiled_one_by_one_warm_start_with_one_loaded_entry(cache, new_numbering):
+def four_blocks():
+    """Four blocks alike and an input, and ``forward(compile)``: the input through the blocks,
+    each compiled with ``compile``."""
     torch.manual_seed(0)
     blocks = [Block().eval() for _ in range(4)]
     x = torch.randn(2, 4)
@@ -501,13 +517,28 @@ def test_blocks_compiled_one_by_one_warm_start_with_one_loaded_entry(cache, new_
                 y = block(y)
         return y
 
-    expected = forward(lambda m: m)
-    torch._dynamo.reset()
+    return blocks, forward
+
+
+def _torch_compile_blocks() -> dict:
+    """torch.compile's graphs for four blocks compiled one by one, and whether it agreed with
+    eager."""
+    _, forward = four_blocks()
     counter = CompileCounter()
-    assert_same(expected, forward(lambda m: torch.compile(m, backend=counter)))
-    torch._dynamo.reset()
+    expected, got = forward(lambda m: m), forward(lambda m: torch.compile(m, backend=counter))
+    return {"graphs": counter.frame_count, "same_as_eager": torch.allclose(expected, got)}
+
+
+measure("warm_start/blocks_compiled_one_by_one", _torch_compile_blocks)
+
+
+def test_blocks_compiled_one_by_one_warm_start_with_one_loaded_entry(cache, new_numbering):
+    blocks, forward = four_blocks()
+    expected = forward(lambda m: m)
+    theirs = recorded("warm_start/blocks_compiled_one_by_one")  # tests/reference
+    assert theirs["same_as_eager"]
     assert_same(expected, forward(graphlift.compile))
-    assert graphlift.stats(Block.forward).compiles == counter.frame_count == 1
+    assert graphlift.stats(Block.forward).compiles == theirs["graphs"] == 1
     graphlift.reset()
     new_numbering(3)
     assert_same(expected, forward(graphlift.compile))
