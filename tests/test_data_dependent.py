@@ -51,21 +51,22 @@ def outcome(fn: Callable, args: tuple):
         return (type(error),)
 
 
-def same_as_eager(eager: list, results: list) -> bool:
-    """Whether every result equals eager's; a call where eager raised is not compared (the
-    exception's type may differ: see ``outcome``)."""
+def same_as_eager(eager: list, results: list, compare: Callable = assert_same) -> bool:
+    """Whether every result equals eager's by ``compare`` (which raises AssertionError when not);
+    a call where eager raised is not compared (the exception's type may differ: see
+    ``outcome``)."""
     for expected, got in zip(eager, results):
         if isinstance(expected, tuple) and isinstance(expected[0], type):
             continue
         try:
-            assert_same(expected, got)
+            compare(expected, got)
         except AssertionError:
             return False
     return True
 
 
-def torch_compile_counts(fn: Callable, calls: list[tuple], fullgraph: bool = False,
-                         **settings) -> dict[str, Any]:
+def torch_compile_counts(fn: Callable, calls: list[tuple], fullgraph: bool = False, *,
+                         compare: Callable = assert_same, **settings) -> dict[str, Any]:
     """torch.compile's graphs and breaks with these dynamo settings, and whether it agreed with
     eager on every call. A measure (tests/reference)."""
     import torch._dynamo.config
@@ -87,7 +88,7 @@ def torch_compile_counts(fn: Callable, calls: list[tuple], fullgraph: bool = Fal
         logger.removeHandler(log)
         torch._logging.set_logs()
     return {"graphs": counter.frame_count, "breaks": log.count,
-            "same_as_eager": same_as_eager(eager, results)}
+            "same_as_eager": same_as_eager(eager, results, compare)}
 
 
 def register(key: str, fn: Callable, calls: list[tuple], fullgraph: bool = False,

@@ -1,9 +1,9 @@
 """NumPy code in the graph: arrays from tensors, NumPy functions, methods, operators and dtypes
 traced through ``torch._numpy``; real ndarrays and NumPy scalars out.
 
-Every case runs eagerly, under graphlift and under torch.compile (backend counting graphs,
-``torch._dynamo.reset()`` around it); results must equal eager's in value, type and dtype, and
-graphlift's graph and break counts torch.compile's, except where a comment says why not.
+Every case runs eagerly and under graphlift; results must equal eager's in value, type and dtype,
+and graphlift's graph and break counts torch.compile's (recorded: tests/reference, each case
+registered in ``CASES``), except where a comment says why not.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 import torch
+from reference import measure, recorded
 from test_data_dependent import graphlift_counts, outcome, torch_compile_counts
 
 import graphlift
@@ -36,16 +37,30 @@ def assert_same_numpy(eager, compiled, path: str = "result") -> None:
         assert eager == compiled, f"{path}: {compiled!r}, eager gives {eager!r}"
 
 
-def check(fn: Callable, calls: list[tuple], tc: tuple[int, int] | None = None,
-          **settings) -> tuple[int, int]:
-    """Eager and graphlift agree on every call; graphlift's (graphs, breaks) equal
-    torch.compile's, or ``tc`` where torch.compile differs on purpose (a comment says why)."""
+# key -> (fn, () -> calls, dynamo and graphlift settings); each one's torch.compile figures are
+# registered below the functions.
+CASES: dict[str, tuple[Callable, Callable[[], list[tuple]], dict]] = {}
+
+
+def numpy_case(key: str, fn: Callable, make_calls: Callable[[], list[tuple]],
+               **settings) -> None:
+    CASES[key] = (fn, make_calls, settings)
+    measure(f"numpy/{key}", lambda: torch_compile_counts(fn, make_calls(), **settings,
+                                                         compare=assert_same_numpy))
+
+
+def check(key: str, tc: tuple[int, int] | None = None) -> tuple[int, int]:
+    """Eager and graphlift agree on every call of the case ``key``; graphlift's (graphs,
+    breaks) equal torch.compile's, or ``tc`` where torch.compile differs on purpose (a comment
+    says why); torch.compile agrees with eager unless ``tc`` is given."""
+    fn, make_calls, settings = CASES[key]
+    calls = make_calls()
     eager = [outcome(fn, args) for args in calls]
-    graphs, breaks, got = graphlift_counts(fn, calls, **settings)
+    graphs, breaks, got = graphlift_counts(fn, make_calls(), **settings)
     for expected, mine in zip(eager, got):
         assert_same_numpy(expected, mine)
-    reference = torch_compile_counts(fn, calls, **settings)[:2]  # same names in torch._dynamo
-    assert reference == (tc or (graphs, breaks)), reference
+    theirs = recorded(f"numpy/{key}")
+    assert (theirs["graphs"], theirs["breaks"]) == (tc or (graphs, breaks)), theirs
     return graphs, breaks
 
 
@@ -121,10 +136,14 @@ def random_draw(x):
 
 
 # -- cases that match torch.compile ------------------------------------------------------------
-@pytest.mark.parametrize("fn", [ufuncs, reduction_to_scalar, round_trip, linalg, promotion,
-                                indexing, comparisons])
+ONE_GRAPH = [ufuncs, reduction_to_scalar, round_trip, linalg, promotion, indexing, comparisons]
+for _fn in ONE_GRAPH:
+    numpy_case(_fn.__name__, _fn, lambda: [(m23(),), (m23() - 3,)])
+
+
+@pytest.mark.parametrize("fn", ONE_GRAPH, ids=[fn.__name__ for fn in ONE_GRAPH])
 def test_numpy_code_is_one_graph_with_eager_results(fn):
-    assert check(fn, [(m23(),), (m23() - 3,)]) == (1, 0)
+    assert check(fn.__name__) == (1, 0)
 
 
 def test_an_array_that_leaves_the_frame_is_a_real_ndarray_and_numpy_scalars_stay_scalars():
@@ -145,9 +164,12 @@ def sine_of_array(a):
     return np.sin(a) + 1, a
 
 
+numpy_case("sine_of_array", sine_of_array,
+           lambda: [(np.arange(6.).reshape(2, 3),), (np.ones((2, 3)),)])
+
+
 def test_an_ndarray_argument_is_a_graph_input_and_comes_back_as_itself():
-    calls = [(np.arange(6.).reshape(2, 3),), (np.ones((2, 3)),)]
-    assert check(sine_of_array, calls) == (1, 0)
+    assert check("sine_of_array") == (1, 0)
     compiled = graphlift.compile(sine_of_array)
     array = np.ones(4, dtype=np.float32)
     assert compiled(array)[1] is array
@@ -167,10 +189,13 @@ def test_an_array_of_an_input_shares_its_memory_as_in_eager():
     assert a[0, 0] == 42.0
 
 
+numpy_case("ufuncs_trace_numpy_off", ufuncs, lambda: [(m23(),)], trace_numpy=False)
+
+
 def test_trace_numpy_off_makes_numpy_calls_breaks():
     # torch.compile does not compile the resume functions after x.numpy() (no tensor arguments);
     # graphlift does, and breaks again in them at np.sin and at the operator on an ndarray.
-    assert check(ufuncs, [(m23(),)], tc=(0, 1), trace_numpy=False) == (0, 3)
+    assert check("ufuncs_trace_numpy_off", tc=(0, 1)) == (0, 3)
 
 
 def strides(x):
@@ -178,17 +203,24 @@ def strides(x):
     return a.strides, a.T.strides, a[:, ::2].strides, a.itemsize
 
 
+for _fn in (strides, scalars_and_dtypes, metadata):
+    numpy_case(_fn.__name__, _fn, lambda: [(m23(),), (m23() + 1,)])
+
+
 def test_ndarray_strides_are_constants_in_bytes():
-    assert check(strides, [(m23(),), (m23() + 1,)]) == (1, 0)
+    assert check("strides") == (1, 0)
 
 
-@pytest.mark.parametrize("fn", [scalars_and_dtypes, metadata])
-def test_ndarray_dtype_is_a_constant(fn):
+@pytest.mark.parametrize("name", ["scalars_and_dtypes", "metadata"])
+def test_ndarray_dtype_is_a_constant(name):
     # torch.compile 2.13 cannot trace ndarray.dtype: a break it cannot resume from (1, 1).
-    assert check(fn, [(m23(),), (m23() + 1,)], tc=(1, 1)) == (1, 0)
+    assert check(name, tc=(1, 1)) == (1, 0)
 
 
 # -- where graphlift stays eager on purpose -----------------------------------------------------
+numpy_case("random_draw", random_draw, lambda: [(m23(),)])
+
+
 def test_np_random_keeps_numpys_own_stream():
     """torch.compile draws from torch's random stream instead ((1, 0)): the numbers differ from
     eager's. graphlift breaks at the draw, so a seeded program gets eager's numbers."""
@@ -197,15 +229,19 @@ def test_np_random_keeps_numpys_own_stream():
     expected = random_draw(m23())
     np.random.seed(0)
     np.testing.assert_array_equal(compiled(m23()), expected)
-    assert torch_compile_counts(random_draw, [(m23(),)])[:2] == (1, 0)
+    theirs = recorded("numpy/random_draw")
+    assert (theirs["graphs"], theirs["breaks"]) == (1, 0)
     graphs, breaks, _ = graphlift_counts(random_draw, [(m23(),)])
     assert (graphs, breaks) == (1, 1)  # the resume function adds the drawn array: one graph
+
+
+numpy_case("fft", fft, lambda: [(m23(),)])
 
 
 def test_np_fft_of_single_precision_runs_eagerly_with_numpys_dtype():
     # torch.compile traces it in one graph (1, 0) and returns complex128, where NumPy 2 gives
     # complex64: graphlift breaks at the call and gives eager's array.
-    check(fft, [(m23(),)], tc=(1, 0))
+    check("fft", tc=(1, 0))
 
 
 def fft_of_double(a):
@@ -217,17 +253,22 @@ def fft_frequencies(a):
     return np.fft.fftfreq(a.shape[0], 0.5) * a  # float64 in NumPy, float32 in torch._numpy
 
 
+numpy_case("fft_of_double", fft_of_double,
+           lambda: [(np.arange(8.),), (np.cos(np.arange(8.)),)])
+numpy_case("fft_of_integers", fft_of_double, lambda: [(np.arange(8),)])
+numpy_case("fft_frequencies", fft_frequencies, lambda: [(np.arange(4.),)])
+
+
 def test_np_fft_of_double_precision_is_one_graph():
     """Double precision (and integers) give NumPy's dtypes through torch._numpy; ifft's result
     is a conjugate view in torch, which comes back as a plain ndarray."""
-    calls = [(np.arange(8.),), (np.cos(np.arange(8.)),)]
-    assert check(fft_of_double, calls) == (1, 0)
-    assert check(fft_of_double, [(np.arange(8),)]) == (1, 0)
+    assert check("fft_of_double") == (1, 0)
+    assert check("fft_of_integers") == (1, 0)
 
 
 def test_np_fft_frequencies_run_eagerly():
     # torch.compile: one graph, float32 frequencies where NumPy gives float64.
-    check(fft_frequencies, [(np.arange(4.),)], tc=(1, 0))
+    check("fft_frequencies", tc=(1, 0))
 
 
 def float_limits(x):
@@ -235,9 +276,12 @@ def float_limits(x):
     return np.finfo(a.dtype).eps * a, np.iinfo(np.int16).max, np.finfo(np.float64).tiny
 
 
+numpy_case("float_limits", float_limits, lambda: [(m23(),)])
+
+
 def test_iinfo_and_finfo_of_an_array_dtype_fold_to_numpy_scalars():
     # torch.compile cannot trace ndarray.dtype (a break it cannot resume from: (0, 1)).
-    assert check(float_limits, [(m23(),)], tc=(0, 1)) == (1, 0)
+    assert check("float_limits", tc=(0, 1)) == (1, 0)
 
 
 def numpy_scalars_in_tensor_ops(x):
@@ -245,9 +289,12 @@ def numpy_scalars_in_tensor_ops(x):
     return x * np.float64(2.0) + eps, torch.tensor(np.float64(1.5)), torch.full((2,), eps), eps
 
 
+numpy_case("numpy_scalars_in_tensor_ops", numpy_scalars_in_tensor_ops, lambda: [(m23(),)])
+
+
 def test_numpy_scalar_constants_in_tensor_operations():
     # A node's NumPy scalar argument is written as np.float64(2.0) in the graph's code.
-    check(numpy_scalars_in_tensor_ops, [(m23(),)])
+    check("numpy_scalars_in_tensor_ops")
 
 
 # -- writes into arrays ------------------------------------------------------------------------
@@ -318,29 +365,45 @@ def int_array_plus_float(x):
     return a
 
 
-def check_writes(fn: Callable, make_args: Callable[[], tuple],
-                 tc: tuple[int, int] | None = None) -> tuple[int, int]:
+WRITES: dict[str, tuple[Callable, Callable[[], tuple]]] = {}
+
+
+def writes_case(fn: Callable, make_args: Callable[[], tuple]) -> None:
+    WRITES[fn.__name__] = (fn, make_args)
+    measure(f"numpy/writes/{fn.__name__}",
+            lambda: torch_compile_counts(fn, [make_args()], compare=assert_same_numpy))
+
+
+def check_writes(name: str, tc: tuple[int, int] | None = None) -> tuple[int, int]:
     """``check`` for functions that write into their arguments: fresh arguments per run, and the
     arguments after the call compared too (the write must reach the caller, as in eager)."""
+    fn, make_args = WRITES[name]
     eager_args = make_args()
     expected = outcome(fn, eager_args)
     args = make_args()
     graphs, breaks, (got,) = graphlift_counts(fn, [args])
     assert_same_numpy(expected, got)
     assert_same_numpy(eager_args, args, "arguments after the call")
-    reference = torch_compile_counts(fn, [make_args()])[:2]
-    assert reference == (tc or (graphs, breaks)), reference
+    theirs = recorded(f"numpy/writes/{name}")
+    assert (theirs["graphs"], theirs["breaks"]) == (tc or (graphs, breaks)), theirs
     return graphs, breaks
 
 
-@pytest.mark.parametrize("fn", [add_in_place, multiply_a_view, assign_item, assign_masked,
-                                ufunc_out, scalar_in_place, sort_fill_put, shift_right])
+WRITES_INTO_A_TENSOR = [add_in_place, multiply_a_view, assign_item, assign_masked, ufunc_out,
+                        scalar_in_place, sort_fill_put, shift_right]
+for _fn in WRITES_INTO_A_TENSOR:
+    writes_case(_fn, lambda: (m23_shuffled(),))
+writes_case(argument_array_in_place, lambda: (np.arange(4.),))
+writes_case(int_array_plus_float, lambda: (torch.arange(6),))
+
+
+@pytest.mark.parametrize("fn", WRITES_INTO_A_TENSOR, ids=[f.__name__ for f in WRITES_INTO_A_TENSOR])
 def test_writes_into_an_array_of_a_tensor_are_one_graph_and_reach_the_tensor(fn):
-    assert check_writes(fn, lambda: (m23_shuffled(),)) == (1, 0)
+    assert check_writes(fn.__name__) == (1, 0)
 
 
 def test_writes_into_an_argument_array_reach_the_callers_array():
-    assert check_writes(argument_array_in_place, lambda: (np.arange(4.),)) == (1, 0)
+    assert check_writes("argument_array_in_place") == (1, 0)
     array = np.arange(4.)
     _, returned = graphlift.compile(argument_array_in_place)(array)
     assert returned is array and array[0] == 7.0
@@ -348,7 +411,7 @@ def test_writes_into_an_argument_array_reach_the_callers_array():
 
 def test_a_write_numpy_refuses_runs_eagerly_and_raises_numpys_error():
     # torch.compile raises its own TorchRuntimeError while compiling (no graph, no break).
-    graphs, breaks = check_writes(int_array_plus_float, lambda: (torch.arange(6),), tc=(0, 0))
+    graphs, breaks = check_writes("int_array_plus_float", tc=(0, 0))
     assert breaks == 1
     with pytest.raises(np._core._exceptions._UFuncOutputCastingError):
         graphlift.compile(int_array_plus_float)(torch.arange(6))
@@ -362,9 +425,13 @@ def array_plus_tensor(x):
     return np.ones(3) + x
 
 
-@pytest.mark.parametrize("fn", [tensor_times_array, array_plus_tensor])
-def test_an_array_and_a_tensor_in_one_operator_run_eagerly(fn):
+for _fn in (tensor_times_array, array_plus_tensor):
+    numpy_case(_fn.__name__, _fn, lambda: [(torch.ones(2, 3),)])
+
+
+@pytest.mark.parametrize("name", ["tensor_times_array", "array_plus_tensor"])
+def test_an_array_and_a_tensor_in_one_operator_run_eagerly(name):
     """Eager computes ``x * a`` with NumPy's ufunc and wraps the result in a Tensor (int64 array
     * float32 tensor is float64 there), and ``a + x`` raises TypeError; torch.compile traces
     both as torch operations (one graph, a float32 tensor, and a result where eager raises)."""
-    check(fn, [(torch.ones(2, 3),)], tc=(1, 0))
+    check(name, tc=(1, 0))
