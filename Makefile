@@ -56,9 +56,10 @@ fuzz: venv
 
 # torch.compile's figures the tests compare with, measured again and recorded for every CPython
 # that has a virtual environment here (tests/reference; checked by tests/test_reference.py).
+# make reference REFERENCE_ARGS=--missing records only the keys a recording lacks.
 reference:
 	@set -e; for venv in $(wildcard .venv .venv3*); do \
-	    echo "== $$venv"; $$venv/bin/python -m tests.reference record; done
+	    echo "== $$venv"; $$venv/bin/python -m tests.reference record $(REFERENCE_ARGS); done
 
 lint: venv
 	$(BIN)/ruff check $(LINT_PATHS)

@@ -1,6 +1,8 @@
 """Measure torch.compile's figures in this process: record them, or check the recording.
 
     python -m tests.reference record            # rewrite torch_compile_<X.Y>.json for this CPython
+    python -m tests.reference record --missing  # add the keys it lacks, keep the rest
+    python -m tests.reference record --only KEY...
     python -m tests.reference check [--shard 1/4] [--only KEY...]
 
 Imports the test modules that register measures (those that name ``reference``) the way pytest
@@ -55,14 +57,19 @@ def shard_of(keys: list[str], shard: str | None) -> list[str]:
     return keys[index - 1::count]
 
 
-def record() -> int:
+def record(only: list[str] | None, missing: bool) -> int:
+    """Record every measure anew, or (``only`` / ``missing``) just those keys, keeping the rest
+    of the recording; the keys nothing registers any more are dropped either way."""
     measures = load_measures()
-    figures = {key: reference.run_measure(key) for key in sorted(measures)}
+    kept = reference._recording(reference.VERSION) if (only or missing) else {}
+    keys = only or [key for key in sorted(measures) if not (missing and key in kept)]
+    figures = {key: kept[key] for key in kept if key in measures}
+    figures.update({key: reference.run_measure(key) for key in keys})
     path = reference.recording_path()
     data = {"torch": torch.__version__.split("+")[0], "python": reference.VERSION,
             "figures": figures}
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    print(f"recorded {len(figures)} figures in {path}")
+    print(f"recorded {len(keys)} of {len(figures)} figures in {path}")
     return 0
 
 
@@ -88,10 +95,12 @@ def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("action", choices=["record", "check"])
     parser.add_argument("--shard", help="i/n: check every n-th key from the i-th")
-    parser.add_argument("--only", nargs="*", help="check these keys only")
+    parser.add_argument("--only", nargs="*", help="record or check these keys only")
+    parser.add_argument("--missing", action="store_true",
+                        help="record only the registered keys the recording lacks")
     args = parser.parse_args()
     if args.action == "record":
-        return record()
+        return record(args.only, args.missing)
     return check(args.shard, args.only)
 
 
