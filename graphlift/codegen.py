@@ -133,10 +133,14 @@ class OutputCodegen:
         function (identity tests, ``inspect.signature``), so it runs uncompiled when the callee
         calls it. (Intercepting a call of that very object would need a frame-evaluation hook,
         or swapping its ``__code__``, which the program can see.)
+
+        Callee and arguments are read before the side-effect ledger writes back: a value read
+        from a slot the frame changed (``L[1]`` before ``L.reverse()``) is the one it traced.
         """
-        parts = [a.reconstruct(self) for a in args]
-        parts += [f"{k}={v.reconstruct(self)}" for k, v in kwargs.items()]
-        return f"{self.callable_expr(fn, options)}({', '.join(parts)})"
+        callee = self.hoist(self.callable_expr(fn, options))
+        parts = [self.hoist(a.reconstruct(self)) for a in args]
+        parts += [f"{k}={self.hoist(v.reconstruct(self))}" for k, v in kwargs.items()]
+        return f"{callee}({', '.join(parts)})"
 
     def callable_expr(self, fn: VariableTracker, options: Any) -> str:
         """The callee of an eager call; a user function becomes its compiled wrapper."""
@@ -410,7 +414,8 @@ class BreakTail:
         parts = [f"*{self.codegen.hoist(args.reconstruct(self.codegen))}"]
         if kwargs is not None:
             parts.append(f"**{self.codegen.hoist(kwargs.reconstruct(self.codegen))}")
-        call = f"{self.codegen.callable_expr(fn, self.options)}({', '.join(parts)})"
+        callee = self.codegen.hoist(self.codegen.callable_expr(fn, self.options))
+        call = f"{callee}({', '.join(parts)})"
         return self._guarded_call(call, stack)
 
     def _guarded_call(self, call: str, below: list) -> list[str]:

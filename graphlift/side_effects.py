@@ -39,6 +39,8 @@ before; see the table in docs/design.md, "The side-effect ledger").
 from __future__ import annotations
 
 import copy
+import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -82,6 +84,10 @@ class SideEffects:
         self.checkpoints: list[Checkpoint] = []
         self._items_then: dict[int, Any] = {}  # id(container) -> its items at the last checkpoint
         self._frozen = False
+        # id(real cell) -> (the cell, its contents in the trace): one cell reached through
+        # several functions' closures holds one value (see :meth:`cell_contents`).
+        self._cells: dict[int, tuple[Any, Tracker]] = {}
+        self._trackers: dict[int, tuple[Any, Tracker]] = {}  # id(object) -> (it, its tracker)
 
     def __bool__(self) -> bool:
         return bool(self.mutated_containers or self.stores or self.calls)
@@ -104,6 +110,27 @@ class SideEffects:
     def pending(self, target: Source) -> Tracker | None:
         """The value stored at ``target`` during this trace, if any."""
         return self._pending.get(target)
+
+    def cell_contents(self, cell: Any) -> Tracker | None:
+        """What the real closure cell ``cell`` holds at this point of the trace, if it was read
+        or written before. A cell that exists outside the frame is reached anew through each
+        function that closes over it (``counter.__closure__[0]``, the frame's own free
+        variable): all of them see what any of them wrote."""
+        known = self._cells.get(id(cell))
+        return known[1] if known is not None else None
+
+    def set_cell_contents(self, cell: Any, value: Tracker) -> None:
+        """``cell`` holds ``value`` from here on in the trace (see :meth:`cell_contents`)."""
+        self._cells[id(cell)] = (cell, value)
+
+    def one_tracker(self, obj: Any, make: Callable[[], Tracker]) -> Tracker:
+        """The trace's one tracker of the real object ``obj`` (made by ``make`` the first
+        time), whose attributes the trace may write: every path that reaches it (``m.inner``
+        read again, ``m.blocks[0]``, an alias) then sees what was written through any other."""
+        known = self._trackers.get(id(obj))
+        if known is None:
+            known = self._trackers[id(obj)] = (obj, make())
+        return known[1]
 
     def checkpoint(self) -> int:
         """The trace reaches an operation that may raise at run time: the index of the checkpoint
@@ -186,9 +213,7 @@ class SideEffects:
         for store in self.stores[previous.stores:point.stores]:
             if not _writable(store.value):
                 return False
-            target = _target_expr(store.target, codegen)
-            replay.stores.append(
-                (index, f"{target} = {codegen.hoist(store.value.reconstruct(codegen))}"))
+            replay.stores.append((index, _store_statement(store, codegen)))
         if complete:
             replay.calls.extend((index, _call_statement(call, codegen))
                                 for call in self.calls[previous.calls:point.calls])
@@ -273,8 +298,9 @@ def _same_items(then: Any, now: Any) -> bool:
 
 
 def _call_statement(call: DeferredCall, codegen: Codegen) -> str:
-    arguments = [a.reconstruct(codegen) for a in call.args]
-    arguments += [f"{k}={v.reconstruct(codegen)}" for k, v in call.kwargs.items()]
+    """The deferred call; its arguments are read before any write (hoisted), as it saw them."""
+    arguments = [codegen.hoist(a.reconstruct(codegen)) for a in call.args]
+    arguments += [f"{k}={codegen.hoist(v.reconstruct(codegen))}" for k, v in call.kwargs.items()]
     return f"{call.obj.reconstruct(codegen)}.{call.method}({', '.join(arguments)})"
 
 
@@ -286,10 +312,29 @@ def _writes(containers: list[Container], stores: list[Store], codegen: Codegen) 
     and a store target may sit in a container the frame changed.
     """
     writes = [line for container in containers for line in _container_writes(container, codegen)]
-    for store in stores:
-        target = _target_expr(store.target, codegen)
-        writes.append(f"{target} = {codegen.hoist(store.value.reconstruct(codegen))}")
-    return writes
+    return writes + [_store_statement(store, codegen) for store in stores]
+
+
+def _store_statement(store: Store, codegen: Codegen) -> str:
+    """The store, target and value hoisted. On an object whose class has a ``__setattr__`` of
+    its own, the trace ran that method (inlined) and recorded what it stored: the store is
+    applied past it, with ``object.__setattr__``, so the method does not run a second time."""
+    if isinstance(store.target, AttrSource) and _own_setattr(store.owner):
+        target = codegen.hoist(store.target.base.expr())
+        value = codegen.hoist(store.value.reconstruct(codegen))
+        return f"{codegen.constant(object.__setattr__)}({target}, {store.target.attr!r}, {value})"
+    target = _target_expr(store.target, codegen)
+    return f"{target} = {codegen.hoist(store.value.reconstruct(codegen))}"
+
+
+def _own_setattr(owner: Tracker | None) -> bool:
+    """Whether the stored-to object's class defines a ``__setattr__`` (in Python) of its own."""
+    if owner is None:
+        return False
+    setter = getattr(owner.python_type(), "__setattr__", None)
+    # nn.Module's own stores a plain attribute as ``obj.name = v`` does (its checks concern only
+    # the members the trace refuses to assign).
+    return isinstance(setter, types.FunctionType) and setter is not torch.nn.Module.__setattr__
 
 
 def _container_writes(container: Container, codegen: Codegen) -> list[str]:

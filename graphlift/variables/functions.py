@@ -52,22 +52,34 @@ class CellVariable(VariableTracker):
         return f"cell {self.contents!r}"
 
     def load(self, tx: Translator, name: str) -> VariableTracker:
-        if self.contents is None and self.contents_source is not None:
-            try:
-                value = self.real_cell.cell_contents
-            except ValueError as error:
-                raise Unsupported(f"free variable {name!r} referenced before assignment",
-                                  break_type="user_exception") from error
-            self.contents = tx.builder.wrap(value, self.contents_source)
+        if self.real_cell is not None:
+            # A real cell: what the trace last read or wrote through any closure holding it.
+            known = tx.output.side_effects.cell_contents(self.real_cell)
+            if known is not None:
+                self.contents = known
+            elif self.contents_source is not None:  # read for real once, guarded
+                self.contents = tx.builder.wrap(self._read(name), self.contents_source)
+                tx.output.side_effects.set_cell_contents(self.real_cell, self.contents)
         if self.contents is None:
             raise Unsupported(f"free variable {name!r} referenced before assignment",
                               break_type="user_exception")
         return self.contents
 
+    def _read(self, name: str) -> Any:
+        try:
+            return self.real_cell.cell_contents
+        except ValueError as error:
+            raise Unsupported(f"free variable {name!r} referenced before assignment",
+                              break_type="user_exception") from error
+
     def store(self, tx: Translator, value: VariableTracker) -> None:
-        if self.contents_source is not None:
-            # A cell of a function from the inputs: written back after the graph runs.
+        if self.real_cell is not None:
+            if self.contents_source is None:
+                raise Unsupported("assigning a closure variable of a function reached without "
+                                  "a source to write it back through", break_type="side_effect")
+            # A cell that outlives the frame: written back after the graph runs.
             tx.output.side_effects.store(self.contents_source, value)
+            tx.output.side_effects.set_cell_contents(self.real_cell, value)
         self.contents = value
 
 
@@ -170,7 +182,7 @@ class UserFunctionVariable(BaseUserFunctionVariable):
                 closure = ItemSource(AttrSource(source, "__closure__"), index)
                 return CellVariable(contents_source=AttrSource(closure, "cell_contents"),
                                     real_cell=cell)
-        return CellVariable(_wrap_unsourced(tx, cell.cell_contents))
+        return CellVariable(_wrap_unsourced(tx, cell.cell_contents), real_cell=cell)
 
     def globals_source(self) -> Source | None:
         imported = module_globals_source(self.globals)

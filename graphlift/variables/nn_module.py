@@ -378,7 +378,10 @@ class NNModuleVariable(UserObjectVariable):
         source = ModuleMemberSource(self.source, name, registry, value,
                                     indexed=isinstance(self.module, _INDEXED), pinned=self.pinned)
         if isinstance(value, nn.Module):
-            return NNModuleVariable(value, source, self.pinned)
+            # One tracker per submodule: an attribute written on it (``m.inner.calls += 1``,
+            # ``self.calls += 1`` in its forward) is seen by every later read in the frame.
+            return tx.output.side_effects.one_tracker(
+                value, lambda: NNModuleVariable(value, source, self.pinned))
         return tx.builder.wrap(value, source)
 
     def member_path(self, tx: Translator, dotted: str) -> VariableTracker:
