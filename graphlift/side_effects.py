@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import copy
 import types
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -123,14 +122,16 @@ class SideEffects:
         """``cell`` holds ``value`` from here on in the trace (see :meth:`cell_contents`)."""
         self._cells[id(cell)] = (cell, value)
 
-    def one_tracker(self, obj: Any, make: Callable[[], Tracker]) -> Tracker:
-        """The trace's one tracker of the real object ``obj`` (made by ``make`` the first
-        time), whose attributes the trace may write: every path that reaches it (``m.inner``
-        read again, ``m.blocks[0]``, an alias) then sees what was written through any other."""
+    def tracker_of(self, obj: Any) -> Tracker | None:
+        """The trace's one tracker of the real object ``obj`` (see :meth:`keep_tracker`)."""
         known = self._trackers.get(id(obj))
-        if known is None:
-            known = self._trackers[id(obj)] = (obj, make())
-        return known[1]
+        return known[1] if known is not None else None
+
+    def keep_tracker(self, obj: Any, tracker: Tracker) -> None:
+        """``tracker`` is the trace's one tracker of ``obj``, an object whose attributes the
+        trace may write: every path that reaches it (``m.inner`` read again, ``m.blocks[0]``,
+        an argument that is also a member) then sees what was written through any other."""
+        self._trackers[id(obj)] = (obj, tracker)
 
     def checkpoint(self) -> int:
         """The trace reaches an operation that may raise at run time: the index of the checkpoint

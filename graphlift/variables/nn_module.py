@@ -119,11 +119,29 @@ def watch(module: nn.Module) -> None:
 def wrap_module(tx: Translator, module: nn.Module, source: Source) -> NNModuleVariable:
     """The builder's row for modules reached from the inputs: an argument is guarded by its
     structure (instances alike share the entry), anything else pinned by identity."""
-    if config.share_module_entries and source.kind is SourceKind.LOCAL:
+    local = source.kind is SourceKind.LOCAL
+    if config.share_module_entries and local:
         tx.guards.nn_module_structure(source, module, structure_id, requires_grad_flags)
-        return NNModuleVariable(module, source, pinned=False)
+        return one_tracker(tx, module, source, lambda: NNModuleVariable(module, source, False))
     tx.guards.nn_module_root(source, module, STRUCTURE_VERSION)
+    if local:  # an argument may also be a member of another (``f(m, m.inner)``)
+        return one_tracker(tx, module, source, lambda: NNModuleVariable(module, source))
     return NNModuleVariable(module, source)
+
+
+def one_tracker(tx: Translator, module: nn.Module, source: Source,
+                make: Callable[[], NNModuleVariable]) -> NNModuleVariable:
+    """The trace's one tracker of ``module`` (``make`` builds it the first time): an attribute
+    written through one path (``m.inner.calls += 1``, ``self.calls += 1`` in its forward, an
+    argument that is also ``m.inner``) is seen through every other. A second path to it is
+    guarded to lead to the same object."""
+    known = tx.output.side_effects.tracker_of(module)
+    if known is None:
+        known = make()
+        tx.output.side_effects.keep_tracker(module, known)
+    elif known.source != source:
+        tx.guards.same_object(source, known.source)
+    return known
 
 
 # -- structure ids (regional compilation) ------------------------------------------------------
@@ -378,10 +396,8 @@ class NNModuleVariable(UserObjectVariable):
         source = ModuleMemberSource(self.source, name, registry, value,
                                     indexed=isinstance(self.module, _INDEXED), pinned=self.pinned)
         if isinstance(value, nn.Module):
-            # One tracker per submodule: an attribute written on it (``m.inner.calls += 1``,
-            # ``self.calls += 1`` in its forward) is seen by every later read in the frame.
-            return tx.output.side_effects.one_tracker(
-                value, lambda: NNModuleVariable(value, source, self.pinned))
+            return one_tracker(tx, value, source,
+                               lambda: NNModuleVariable(value, source, self.pinned))
         return tx.builder.wrap(value, source)
 
     def member_path(self, tx: Translator, dotted: str) -> VariableTracker:
