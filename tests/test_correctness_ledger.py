@@ -469,6 +469,33 @@ def _global_list_case(fn: Callable, args: Callable[[], tuple]) -> Callable[[], C
 case("sources", 4)(_global_list_case(_first_positive_after_reverse, lambda: (t(2), True)))
 
 
+def _one() -> int:
+    print("one")
+    return 1
+
+
+def _two() -> int:
+    print("two")
+    return 2
+
+
+FNS = [_one, _two]
+
+
+def _callee_after_reverse(x):
+    FNS.reverse()
+    return x + FNS[0]()  # a break at a callee read from the slot the frame changed
+
+
+@case("sources")
+def callee_after_reverse() -> Case:
+    def reset():
+        FNS[:] = [_one, _two]
+
+    return Case(_callee_after_reverse, lambda: (t(2),), lambda _: [f.__name__ for f in FNS],
+                reset)
+
+
 @pytest.mark.parametrize("key", keys_of("sources"))
 def test_rebuilt_value_is_the_one_traced(key):
     check(key)
