@@ -343,6 +343,38 @@ def same_module_counts_up() -> Case:
     return Case(_called_twice_through_parent, lambda: (module, t(2)), _outer_state)
 
 
+class Cached(torch.nn.Module):
+    """Fills a tensor cache and a dict of tensors the first time its forward runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cache = None
+        self.seen = {}
+
+    def forward(self, a):
+        if self.cache is None:
+            self.cache = a * 2
+        self.seen["last"] = a + 1
+        return a + self.cache
+
+
+class CachedTwice(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = Cached()
+
+    def forward(self, a):
+        return self.inner(self.inner(a)) + self.inner.cache + self.inner.seen["last"]
+
+
+@case("submodules")
+def cache_filled_in_forward() -> Case:
+    """The second call of the submodule sees the cache its first call filled (and the next
+    call of the frame, the cache its first call left)."""
+    model = CachedTwice()
+    return Case(model, lambda: (t(2),), lambda args: (model.inner.cache, model.inner.seen))
+
+
 def _argument_is_also_a_member(m, inner, a):
     inner.k = 5
     m.inner.k += 1
