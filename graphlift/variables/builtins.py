@@ -152,8 +152,9 @@ def _hooked_check(tx, hook_name: str, cls: type, subject: VariableTracker,
                   default: Callable[[], bool]) -> bool:
     """The metaclass's ``__instancecheck__`` / ``__subclasscheck__`` of ``cls`` on
     ``subject``; ``default`` gives the answer of the checks that need no tracing."""
-    if not isinstance(cls, type):
-        return default()  # not a class: the real call raises the TypeError eager raises
+    if not isinstance(cls, type):  # eager raises TypeError, or calls the object's own hook
+        raise Unsupported(f"the {hook_name} of {cls!r}, which is not a class",
+                          break_type="user_exception")
     meta = type(cls)
     hook = lookup_class_attr(meta, hook_name)
     guard_class_attr(tx, meta, hook_name, hook)
