@@ -200,8 +200,9 @@ class ClassVariable(VariableTracker):
         if attr is not MISSING:
             return True
         meta = type(self.cls)
-        guard_class_attr(tx, meta, name, lookup_class_attr(meta, name))
-        if lookup_class_attr(meta, name) is not MISSING:
+        meta_attr = lookup_class_attr(meta, name)
+        guard_class_attr(tx, meta, name, meta_attr)
+        if meta_attr is not MISSING:
             return True
         if lookup_class_attr(meta, "__getattr__") is not MISSING:
             raise Unsupported(f"hasattr() on {self.cls.__qualname__}, whose metaclass "
@@ -996,9 +997,9 @@ def call_builtin_descriptor(tx, descriptor: Any, args: list[VariableTracker],
     owner, name = descriptor.__objclass__, descriptor.__name__
     check = TYPE_CHECKS.get(descriptor)
     if check is not None:
-        if len(args) != 2 or kwargs:
-            raise raise_real(TypeError(f"{name}() takes exactly one argument "
-                                       f"({max(len(args) - 1, 0)} given)"))
+        if len(args) != 2 or kwargs:  # eager's TypeError, raised when the call runs eagerly
+            raise Unsupported(f"type.{name} with {len(args)} arguments",
+                              break_type="user_exception")
         return ConstantVariable(check(args[0].as_constant(), args[1]))
     if not args:
         raise raise_real(TypeError(f"unbound method {owner.__name__}.{name}() needs an "
