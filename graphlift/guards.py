@@ -34,6 +34,9 @@ from torch._C._dynamo.guards import TensorGuards
 from graphlift.config import config
 from graphlift.sources import GLOBALS_NAME, Source, is_pinned
 
+# ``type.__flags__`` bit of a class whose attributes cannot be set (a static builtin type).
+_IMMUTABLE_TYPE = 1 << 8
+
 
 class GuardKind(enum.Enum):
     """The closed set of things a guard can assert."""
@@ -417,6 +420,61 @@ class GuardBuilder:
             return
         check = f"{name!r} not in {self.expr(source)}.__dict__"
         self._add(Guard(GuardKind.ATTR_ABSENT, f"{name!r} not in {source.name()}.__dict__", check))
+        self._fast.append(check)
+
+    def class_attr(self, cls: type, name: str, value: Any, start_after: type | None = None) \
+            -> None:
+        """Looking ``name`` up along the MRO of ``cls`` (after ``start_after``, as ``super()``
+        does) still finds ``value`` in the same class ``__dict__``, or, for ``absent``, finds
+        nothing: a class attribute read through ``type(o)``, ``super()`` or an object made in
+        the frame, which no source reaches. Each class before the one holding it is checked
+        not to have gained the name. A class whose type is immutable (``object``, ``int``)
+        cannot change and costs no check. (A later ``__bases__`` assignment is not seen.)"""
+        if not self._once((GuardKind.ID_MATCH, id(cls), name, id(start_after))):
+            return
+        mro = cls.__mro__
+        if start_after is not None:
+            mro = mro[mro.index(start_after) + 1:]
+        for klass in mro:
+            if klass.__flags__ & _IMMUTABLE_TYPE:
+                if name in klass.__dict__:
+                    return
+                continue
+            ref, shown = self.object_ref(klass), _qualname(klass)
+            if name not in klass.__dict__:
+                check = f"{name!r} not in {ref}.__dict__"
+                self._add(Guard(GuardKind.ATTR_ABSENT, f"{name!r} not in {shown}.__dict__", check))
+                self._fast.append(check)
+                continue
+            found = f"{ref}.__dict__.get({name!r})"
+            if type(value) in (int, float, str, bytes) and value == value:
+                # By value: an equal number stored again (``K.n = 2 * 3``) is a new object.
+                check = f"type({found}) is {self.const(type(value))} and {found} == " \
+                        f"{self.const(value)}"
+                text = f"{shown}.{name} == {value!r}"
+            else:
+                check = f"{found} is {self.object_ref(value)}"
+                text = f"{shown}.__dict__[{name!r}] is {_describe(value)}"
+            self._add(Guard(GuardKind.ID_MATCH, text, check, found))
+            self._fast.append(check)
+            return
+
+    def builtin_unshadowed(self, globals_source: Source | None, builtins_dict: dict, name: str,
+                           value: Any) -> None:
+        """A builtin the frame resolved stays the one used: no global of its name appears in
+        the frame's globals (``globals_source``; None for the frame's own), and the builtins
+        dict still holds ``value`` (``builtins.len = ...`` is seen too)."""
+        if not self._once((GuardKind.ATTR_ABSENT, globals_source, "__builtins__", name)):
+            return
+        where = GLOBALS_NAME if globals_source is None else self.expr(globals_source)
+        shown = "G" if globals_source is None else globals_source.name()
+        check = f"{name!r} not in {where}"
+        self._add(Guard(GuardKind.ATTR_ABSENT, f"{name!r} not in {shown}", check))
+        self._fast.append(check)
+        found = f"{self.const(builtins_dict)}.get({name!r})"
+        check = f"{found} is {self.object_ref(value)}"
+        self._add(Guard(GuardKind.ID_MATCH, f"builtins.{name} is {_describe(value)}", check,
+                        found))
         self._fast.append(check)
 
     def global_switch(self, read: Callable[[], Any], text: str, value: Any) -> None:

@@ -636,8 +636,13 @@ class InstructionTranslator:
         if isinstance(builtins_dict, types.ModuleType):
             builtins_dict = vars(builtins_dict)
         if name in builtins_dict:
-            # Builtins are not guarded: shadowing one with a global later is not detected.
-            return wrap_unguarded(self, builtins_dict[name])
+            value = builtins_dict[name]
+            if not trace_rules.is_trusted_globals(globals_dict) and \
+                    (self.globals_source is not None or globals_dict is self.root().f_globals):
+                # A global of that name defined later, or a patched builtin, would win. (Globals
+                # of code from no importable module have no source: not guarded.)
+                self.guards.builtin_unshadowed(self.globals_source, builtins_dict, name, value)
+            return wrap_unguarded(self, value)
         raise Unsupported(f"name {name!r} is not defined", break_type="user_exception")
 
     def STORE_GLOBAL(self, inst: Instruction) -> None:

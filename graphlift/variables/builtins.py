@@ -7,10 +7,14 @@ symbolic.
 
 from __future__ import annotations
 
+import abc
 import builtins
+import functools
 import inspect
 import operator
+import sys
 import types
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +26,7 @@ from graphlift.exc import Unsupported
 from graphlift.polyfills import polyfill_for
 from graphlift.sources import LocalSource
 from graphlift.variables.base import (
+    MISSING,
     TracedException,
     Translator,
     VariableTracker,
@@ -56,6 +61,7 @@ from graphlift.variables.objects import (
     UserObjectVariable,
     call_builtin_descriptor,
     call_unary_dunder,
+    guard_class_attr,
     new_object,
     user_operand,
 )
@@ -103,7 +109,116 @@ def _object(tx, args, kwargs):
 
 def _isinstance(tx, args, kwargs):
     obj, classes = args
-    return ConstantVariable(isinstance_of(obj.python_type(), classes.as_constant()))
+    return ConstantVariable(instance_check(tx, obj, classes.as_constant()))
+
+
+def _issubclass(tx, args, kwargs):
+    derived, classes = args
+    return ConstantVariable(subclass_check(tx, derived, classes.as_constant()))
+
+
+def instance_check(tx, obj: VariableTracker, classes: Any) -> bool:
+    """``isinstance(obj, classes)`` in CPython's order: an exact type matches at once, a tuple
+    (or a union) is tried item by item, then the metaclass's ``__instancecheck__``: the default
+    checks by type, a hook written in Python is inlined, another is not traced."""
+    cls = obj.python_type()
+    if cls is classes:
+        return True
+    if type(classes) is type:
+        return isinstance_of(cls, classes)
+    if isinstance(classes, (tuple, types.UnionType)):
+        items = classes if isinstance(classes, tuple) else classes.__args__
+        return any(instance_check(tx, obj, item) for item in items)
+    return _hooked_check(tx, "__instancecheck__", classes, obj,
+                         lambda: isinstance_of(cls, classes))
+
+
+def subclass_check(tx, derived: VariableTracker, classes: Any) -> bool:
+    """``issubclass(derived, classes)`` in CPython's order, as :func:`instance_check`."""
+    if isinstance(classes, (tuple, types.UnionType)):
+        items = classes if isinstance(classes, tuple) else classes.__args__
+        return any(subclass_check(tx, derived, item) for item in items)
+    def by_mro() -> bool:
+        if not derived.is_constant() or not isinstance(derived.as_constant(), type):
+            raise raise_real(TypeError("issubclass() arg 1 must be a class"))
+        return issubclass(derived.as_constant(), classes)
+
+    if type(classes) is not type and isinstance(classes, type):
+        return _hooked_check(tx, "__subclasscheck__", classes, derived, by_mro)
+    return by_mro()
+
+
+def _hooked_check(tx, hook_name: str, cls: type, subject: VariableTracker,
+                  default: Callable[[], bool]) -> bool:
+    """The metaclass's ``__instancecheck__`` / ``__subclasscheck__`` of ``cls`` on
+    ``subject``; ``default`` gives the answer of the checks that need no tracing."""
+    if not isinstance(cls, type):  # eager raises TypeError, or calls the object's own hook
+        raise Unsupported(f"the {hook_name} of {cls!r}, which is not a class",
+                          break_type="user_exception")
+    meta = type(cls)
+    hook = lookup_class_attr(meta, hook_name)
+    guard_class_attr(tx, meta, hook_name, hook)
+    if hook in DEFAULT_TYPE_CHECKS:
+        return default()
+    if hook is _PROTOCOL_INSTANCECHECK:
+        return _protocol_instance_check(tx, cls, subject, default)
+    if not isinstance(hook, types.FunctionType):
+        raise Unsupported(f"{meta.__qualname__}.{hook_name} of type {type(hook).__name__} is "
+                          "not traced")
+    result = UserFunctionVariable(hook).call(tx, [ClassVariable(cls), subject], {})
+    return result.truthy(tx)  # PyObject_IsTrue of what the hook returned
+
+
+# Hooks that decide by type as ``type``'s own does (the ABC registry's and typing's protocol
+# subclass check, whose hooks and caches work on classes, never on the instance): folded by type.
+DEFAULT_TYPE_CHECKS = frozenset({
+    type.__dict__["__instancecheck__"], type.__dict__["__subclasscheck__"],
+    abc.ABCMeta.__instancecheck__, abc.ABCMeta.__subclasscheck__,
+    # 3.12 on: typing's protocol classes have one (3.10 and 3.11 inherit ABCMeta's).
+    vars(typing._ProtocolMeta).get("__subclasscheck__", abc.ABCMeta.__subclasscheck__),
+})
+_PROTOCOL_INSTANCECHECK = vars(typing._ProtocolMeta)["__instancecheck__"]
+
+
+def _protocol_instance_check(tx, cls: type, obj: VariableTracker,
+                             by_type: Callable[[], bool]) -> bool:
+    """``isinstance(obj, P)`` for a typing protocol: by type when no member of a runtime
+    protocol of methods can come from the object itself (its class has no instance dict, or
+    the dict lacks the members, guarded); typing's own check, which reads the instance and the
+    caller's frame, is not traced otherwise."""
+    if not cls.__dict__.get("_is_protocol", False):
+        return by_type()  # a class deriving from a protocol: an ABC
+    members = _protocol_members(cls)
+    if not getattr(cls, "_is_runtime_protocol", False) or members is None or \
+            not all(callable(getattr(cls, name, None)) for name in members) or \
+            any(_instance_may_hold(tx, obj, name) for name in members):
+        raise Unsupported(f"isinstance() against the protocol {cls.__qualname__} of {obj!r}: "
+                          "typing's check of the instance is not traced")
+    return by_type()
+
+
+def _protocol_members(cls: type) -> Any:
+    """The names a protocol requires, as this Python's typing computes them."""
+    if sys.version_info[:2] in ((3, 10), (3, 11)):
+        return typing._get_protocol_attrs(cls)
+    if sys.version_info[:2] in ((3, 12), (3, 13)):
+        return cls.__protocol_attrs__
+    return None  # another Python: not modelled
+
+
+def _instance_may_hold(tx, obj: VariableTracker, name: str) -> bool:
+    """Whether ``obj``'s own attributes may hold ``name`` (guarded where they do not)."""
+    if isinstance(obj, UserObjectVariable):
+        if obj.is_new:
+            return name in obj.attrs
+        instance_dict = getattr(obj.value, "__dict__", None)
+        if instance_dict is None or obj.source is None:
+            return instance_dict is not None
+        if name in instance_dict or name in obj.attrs:
+            return True
+        tx.guards.not_shadowed(obj.source, name)
+        return False
+    return lookup_class_attr(obj.python_type(), "__dict__") is not MISSING
 
 
 def isinstance_of(cls: type, classes: Any) -> bool:
@@ -150,6 +265,8 @@ def _getattr(tx, args, kwargs):
 
 def _hasattr(tx, args, kwargs):
     obj, name = args[0], args[1].as_constant()
+    if isinstance(obj, ClassVariable):
+        return ConstantVariable(obj.has_attr(tx, name))  # guarded: Box.flag = 5 later is seen
     if isinstance(obj, TensorVariable) and hasattr(torch.Tensor, name):
         return ConstantVariable(True)  # other names: the tensor's instance dict, guarded
     if obj.is_constant():
@@ -491,7 +608,8 @@ def _str(tx, args, kwargs):
 # builtin -> handler(tx, args, kwargs). One row per builtin with symbolic arguments.
 BUILTIN_HANDLERS: dict[Any, Callable] = {
     len: _len,  # tensors: size of dim 0; containers: number of items
-    isinstance: _isinstance,  # decided from the tracked python type
+    isinstance: _isinstance,  # by the tracked python type, or the metaclass's hook inlined
+    issubclass: _issubclass,  # by the MRO, or the metaclass's hook inlined
     type: _type,  # the tracked python type (Tensor, not FakeTensor)
     abs: _tensor_math("abs"),  # abs(tensor) is tensor.__abs__
     pow: _tensor_math("pow"),  # pow(tensor, n) is tensor ** n
@@ -533,6 +651,76 @@ BUILTIN_HANDLERS: dict[Any, Callable] = {
     float: _float,  # of an object: __float__; else folds
     object: _object,  # a new bare object
 }
+
+
+# The arguments the builtins with handlers and no text signature take: (fewest positional, most
+# positional or None for any, the keywords accepted or None for any). The others are read from
+# ``inspect.signature``.
+ARITY = {
+    getattr: (2, 3, frozenset()),  # getattr(obj, name[, default])
+    bool: (0, 1, frozenset()),
+    super: (0, 2, frozenset()),
+    zip: (0, None, frozenset({"strict"})),
+    iter: (1, 2, frozenset()),  # iter(obj) or iter(function, sentinel)
+    next: (1, 2, frozenset()),  # next(iterator[, default])
+    map: (2, None, frozenset()),
+    filter: (2, 2, frozenset()),
+    min: (1, None, frozenset({"key", "default"})),
+    max: (1, None, frozenset({"key", "default"})),
+    vars: (0, 1, frozenset()),
+    dict: (0, 1, None),  # dict(mapping_or_pairs, **items)
+    set: (0, 1, frozenset()),
+    frozenset: (0, 1, frozenset()),
+    str: (0, 3, frozenset({"object", "encoding", "errors"})),
+    int: (0, 2, frozenset({"base"})),
+}
+
+
+class _Placeholder:
+    """An argument that no builtin is given while tracing: it stands for the program's values
+    in a call that CPython refuses while parsing its arguments, before using any."""
+
+
+@functools.cache
+def _signature_of(fn: Any) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+
+
+def _accepts(fn: Any, args: list, kwargs: dict) -> bool:
+    """Whether the builtin ``fn`` takes this many positional arguments and these keywords."""
+    row = ARITY.get(fn)
+    if row is not None:
+        fewest, most, keywords = row
+        return fewest <= len(args) and (most is None or len(args) <= most) and \
+            (keywords is None or set(kwargs) <= keywords)
+    signature = _signature_of(fn)
+    if signature is None:
+        return True
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError:
+        return False
+    return True
+
+
+def check_arguments(fn: Any, args: list[VariableTracker], kwargs: dict) -> None:
+    """Raise, in the program, the TypeError that eager raises for a call of the builtin ``fn``
+    with the wrong number of arguments or an unknown keyword. The message is CPython's own:
+    the builtin is called with placeholders, which it refuses before looking at them."""
+    if getattr(fn, "__module__", None) != "builtins" or _accepts(fn, args, kwargs):
+        return
+    try:
+        fn(*[_Placeholder()] * len(args), **{k: _Placeholder() for k in kwargs})
+    except TypeError as error:
+        if _Placeholder.__name__ not in str(error):  # refused before using an argument
+            raise raise_real(error) from None
+    except Exception:
+        pass
+    raise Unsupported(f"{fn.__name__}() with {len(args)} arguments and keywords "
+                      f"{sorted(kwargs)}: not checked while tracing")
 
 
 def _steps_through(value: VariableTracker) -> bool:
@@ -637,6 +825,8 @@ class BuiltinVariable(VariableTracker):
             return dict_fromkeys(tx, lambda: tx.wrap_unguarded(owner).call(tx, [], {}),
                                  args, kwargs)
         handler = BUILTIN_HANDLERS.get(self.fn)
+        if handler is not None:
+            check_arguments(self.fn, args, kwargs)
         use_polyfill = USE_POLYFILL_WHEN.get(self.fn)
         if use_polyfill is not None and config.use_polyfills and use_polyfill(args, kwargs):
             result = UserFunctionVariable(polyfill_for(self.fn)).call(tx, args, kwargs)

@@ -53,6 +53,19 @@ def is_user_class(cls: type) -> bool:
     return module not in ("builtins",) and not module.startswith("torch")
 
 
+def guard_class_attr(tx, cls: type, name: str, attr: Any, source=None,
+                     start_after: type | None = None) -> None:
+    """Guard that ``name`` looked up on ``cls`` still gives ``attr`` (MISSING: still nothing),
+    so that ``K.a = 7`` or ``Vec.__len__ = ...`` after the call recompiles. A function or a
+    constant read through ``source`` is guarded there already; torch's classes and graphlift's
+    polyfills are trusted not to be patched, as torch's namespaces are."""
+    if source is not None and (isinstance(attr, types.FunctionType) or is_constant_value(attr)):
+        return
+    module = getattr(cls, "__module__", "") or ""
+    if is_user_class(cls) and not module.startswith("graphlift"):
+        tx.guards.class_attr(cls, name, attr, start_after)
+
+
 # Modules of torch whose constant attributes are process-wide switches (guarded when read).
 SWITCH_MODULES = ("torch.backends.",)
 
@@ -114,7 +127,8 @@ def bind_class_attr(tx, obj: VariableTracker, cls: type, name: str, attr: Any,
         else:
             fn = UserFunctionVariable(attr)
         return UserMethodVariable(fn, obj)
-    if isinstance(attr, C_DESCRIPTORS) and trace_rules.is_builtin_method(attr):
+    if isinstance(attr, C_DESCRIPTORS) and (trace_rules.is_builtin_method(attr) or
+                                            attr in TYPE_CHECKS):
         return BuiltinMethodVariable(attr, obj)
     if isinstance(lookup_class_attr(type(attr), "__get__"), types.FunctionType):
         return _python_descriptor_get(tx, obj, cls, attr, attr_source)
@@ -162,6 +176,7 @@ class ClassVariable(VariableTracker):
         attr = lookup_class_attr(self.cls, name)
         # Through the class's source, the value read is guarded: ``C.scale = 3`` is seen.
         source = AttrSource(self.source, name) if self.source is not None else None
+        guard_class_attr(tx, self.cls, name, attr, source)
         if attr is MISSING:
             if source is not None:
                 tx.guards.attr_absent(self.source, name)
@@ -176,6 +191,23 @@ class ClassVariable(VariableTracker):
         if isinstance(attr, property):
             raise Unsupported("property object read from a class")
         return bind_class_attr(tx, self, self.cls, name, attr, source)
+
+    def has_attr(self, tx, name: str) -> bool:
+        """``hasattr(cls, name)``: in the class's MRO, else in its metaclass's; guarded both
+        ways, so a ``Box.flag = 5`` after the call is seen."""
+        attr = lookup_class_attr(self.cls, name)
+        guard_class_attr(tx, self.cls, name, attr)
+        if attr is not MISSING:
+            return True
+        meta = type(self.cls)
+        meta_attr = lookup_class_attr(meta, name)
+        guard_class_attr(tx, meta, name, meta_attr)
+        if meta_attr is not MISSING:
+            return True
+        if lookup_class_attr(meta, "__getattr__") is not MISSING:
+            raise Unsupported(f"hasattr() on {self.cls.__qualname__}, whose metaclass "
+                              f"{meta.__qualname__} defines __getattr__")
+        return False
 
     def call(self, tx, args, kwargs):
         constructor = CONSTRUCTORS.get(self.cls)
@@ -297,6 +329,8 @@ def _make_namedtuple(tx, cls: type, args, kwargs):
 def _make_object(tx, cls: type, args, kwargs):
     """``cls(*args)`` for a user class, as ``type.__call__`` does: ``__new__`` makes the object,
     then ``__init__`` runs on it when it is an instance of ``cls``."""
+    guard_class_attr(tx, type(cls), "__call__", lookup_class_attr(type(cls), "__call__"))
+    guard_class_attr(tx, cls, "__new__", lookup_class_attr(cls, "__new__"))
     if lookup_class_attr(type(cls), "__call__") is not type.__dict__["__call__"]:
         raise Unsupported(f"the metaclass {type(cls).__qualname__} of {cls.__qualname__} "
                           "defines __call__; not traced")
@@ -386,9 +420,11 @@ class UserObjectVariable(VariableTracker):
         """``type(self).name`` bound to this object, or None when the class has none (special
         methods are looked up on the class, never in the instance dict)."""
         attr = lookup_class_attr(self.cls, name)
+        source = self._class_attr_source(name)
+        guard_class_attr(tx, self.cls, name, attr, source)
         if attr is MISSING or attr is None:  # ``__hash__ = None`` declares the method absent
             return None
-        return bind_class_attr(tx, self, self.cls, name, attr, self._class_attr_source(name))
+        return bind_class_attr(tx, self, self.cls, name, attr, source)
 
     def _class_attr_source(self, name: str):
         if self.source is None:
@@ -567,6 +603,8 @@ class UserObjectVariable(VariableTracker):
             except AttributeError as error:
                 self._guard_absent(tx, name)
                 raise raise_real(error) from error
+        # Not in the instance: the class's (or its absence), which may change after the call.
+        guard_class_attr(tx, self.cls, name, class_attr, self._class_attr_source(name))
         if class_attr is MISSING or (isinstance(class_attr, types.MemberDescriptorType) and
                                      self.is_new):
             self._guard_absent(tx, name)
@@ -797,9 +835,10 @@ class SuperVariable(VariableTracker):
 
     def var_getattr(self, tx, name):
         obj_type = self.obj.python_type()
-        if isinstance(self.obj, ClassVariable):
-            obj_type = self.obj.cls
+        if isinstance(self.obj, ClassVariable) and self.cls in self.obj.cls.__mro__:
+            obj_type = self.obj.cls  # super() in a classmethod; in a metaclass's method, its type
         attr = lookup_class_attr(obj_type, name, start_after=self.cls)
+        guard_class_attr(tx, obj_type, name, attr, start_after=self.cls)
         if attr is MISSING:
             raise Unsupported(f"'super' object has no attribute {name!r}",
                               break_type="user_exception")
@@ -956,6 +995,12 @@ def call_builtin_descriptor(tx, descriptor: Any, args: list[VariableTracker],
                             kwargs: dict[str, VariableTracker]) -> VariableTracker:
     """``dict.get(d, k)``: a C method of a builtin type called with its object first."""
     owner, name = descriptor.__objclass__, descriptor.__name__
+    check = TYPE_CHECKS.get(descriptor)
+    if check is not None:
+        if len(args) != 2 or kwargs:  # eager's TypeError, raised when the call runs eagerly
+            raise Unsupported(f"type.{name} with {len(args)} arguments",
+                              break_type="user_exception")
+        return ConstantVariable(check(args[0].as_constant(), args[1]))
     if not args:
         raise raise_real(TypeError(f"unbound method {owner.__name__}.{name}() needs an "
                                    "argument"))
@@ -967,6 +1012,28 @@ def call_builtin_descriptor(tx, descriptor: Any, args: list[VariableTracker],
     if isinstance(receiver, UserObjectVariable):
         return receiver.call_builtin_method(tx, owner, name, rest, kwargs)
     return call_builtin_method(tx, receiver, receiver, owner, name, rest, kwargs)
+
+
+def _type_instancecheck(cls: type, instance: VariableTracker) -> bool:
+    """``type.__instancecheck__(cls, obj)``: the check by type alone (no hook runs)."""
+    return type.__subclasscheck__(cls, instance.python_type())
+
+
+def _type_subclasscheck(cls: type, derived: VariableTracker) -> bool:
+    """``type.__subclasscheck__(cls, sub)``: the MRO walk alone (no hook runs)."""
+    if not derived.is_constant():
+        raise raise_real(TypeError("issubclass() arg 1 must be a class"))
+    try:
+        return type.__subclasscheck__(cls, derived.as_constant())
+    except TypeError as error:
+        raise raise_real(error) from error
+
+
+# type's own C checks, which a metaclass's hook reaches through ``super().__instancecheck__``.
+TYPE_CHECKS = {
+    type.__dict__["__instancecheck__"]: _type_instancecheck,
+    type.__dict__["__subclasscheck__"]: _type_subclasscheck,
+}
 
 
 # -- object's own C methods on user objects: (tx, obj, *args) -> tracker ------------------------
