@@ -83,11 +83,11 @@ class Stats:
     recompile_limit_hit: bool = False
     internal_errors: int = 0  # compiles where graphlift itself failed (the frame ran eagerly)
     loaded: int = 0  # entries loaded from config.cache_dir (a warm start) instead of compiled
-    verified: int = 0  # hits also run eagerly and compared (config.verify)
-    verify_failures: int = 0  # of those, the ones that differed (the entry then runs eagerly)
     guard_seconds: float = 0.0  # guard evaluation on the miss path (hits are not timed)
     translate_seconds: float = 0.0
     backend_seconds: float = 0.0
+    verified: int = 0  # hits also run eagerly and compared (config.verify)
+    verify_failures: int = 0  # of those, the ones that differed (the entry then runs eagerly)
 
     @property
     def calls(self) -> int:
