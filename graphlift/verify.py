@@ -123,7 +123,7 @@ def _skip_reason(entry: CacheEntry) -> str | None:
         return "code runs eagerly after its graph (a graph break)"
     if entry.graph is not None and draws_random(entry.graph):
         return "its graph draws random numbers"
-    outside = [str(source) for source in plan.mutated if not isinstance(source, LocalSource)]
+    outside = [source.name() for source in plan.mutated if not isinstance(source, LocalSource)]
     if outside:
         return f"its graph mutates {outside[0]}, which is not an argument of the frame"
     return None
@@ -232,7 +232,8 @@ def difference(actual: Any, expected: Any, path: str = "result", depth: int = 0)
     if actual is expected or depth > _MAX_DEPTH:
         return None
     if type(actual) is not type(expected):
-        return f"{path}: {_short(actual)} where eager gives {_short(expected)}"
+        return f"{path}: {type(actual).__name__} {_short(actual)} where eager gives " \
+               f"{type(expected).__name__} {_short(expected)}"
     if isinstance(expected, torch.Tensor):
         return _tensor_difference(actual, expected, path)
     if isinstance(expected, (list, tuple)):
