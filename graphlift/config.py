@@ -150,8 +150,10 @@ class Config:
         return {k: s.default for k, s in SETTINGS.items()}
 
     def reset_to_defaults(self) -> None:
-        """Put every setting back to its default."""
+        """Put every setting back to its default, or to what the environment set at import
+        (``GRAPHLIFT_VERIFY=1 pytest`` verifies every test, though each resets the settings)."""
         self._values.update(self.defaults())
+        self._values.update(_from_environment())
 
     def patch(self, **changes: Any) -> _Patch:
         """Change settings inside a ``with`` block or a decorated function; restores on exit."""

@@ -325,10 +325,11 @@ def test_containers_compare_by_type_length_keys_and_items():
 # == the environment variable =====================================================================
 def test_graphlift_verify_sets_the_knob_at_import():
     code = "import graphlift; print(graphlift.config.verify)"
+    reset = "graphlift.config.reset_to_defaults(); print(graphlift.config.verify)"
     env = {**os.environ, "PYTHONPATH": ROOT, "GRAPHLIFT_VERIFY": "5"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, timeout=120)
-    assert done.stdout.strip() == "5", done.stderr
+    done = subprocess.run([sys.executable, "-c", f"{code}; {reset}"], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.stdout.split() == ["5", "5"], done.stderr  # a reset keeps the environment's
     env["GRAPHLIFT_VERIFY"] = "often"
     done = subprocess.run([sys.executable, "-W", "always", "-c", code], capture_output=True,
                           text=True, env=env, timeout=120)
