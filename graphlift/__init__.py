@@ -30,10 +30,12 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
     entry:       explain, decorators, dropin, doctor.report, doctor.render, doctor, graphlift,
                  __main__  -- explain(), allow_in_graph/disable/substitute_in_graph, install()
                  (torch.compile through graphlift), graphlift doctor and run, the public API
-    interception: testing, structured_trace, events, stance, eval_frame  -- compile(): the
-                 wrapper, cache lookup, miss path, recompile limits, reset, cache_entries, stats;
-                 CompileCounter; the structured trace for tlparse (GRAPHLIFT_TRACE); recording
-                 (GRAPHLIFT_RECORD); stances (set_stance, torch's too) and error_on_graph_break
+    interception: testing, structured_trace, events, stance, verify, eval_frame  -- compile():
+                 the wrapper, cache lookup, miss path, recompile limits, reset, cache_entries,
+                 stats; CompileCounter; the structured trace for tlparse (GRAPHLIFT_TRACE);
+                 recording (GRAPHLIFT_RECORD); stances (set_stance, torch's too) and
+                 error_on_graph_break; verify mode (config.verify: hits run eagerly too and
+                 compared)
     conversion:  eager_callees, convert_frame, persist  -- routed copies of the code of frames
                  that run eagerly (their callees compiled); one miss -> one cache entry
                  (translate, guard, compile); entries saved to and loaded from config.cache_dir

@@ -25,6 +25,16 @@ from graphlift.guards import CompiledGuards
 from graphlift.resume import ResumePoint
 
 
+@dataclass(frozen=True)
+class VerifyPlan:
+    """What verify mode (``config.verify``, :mod:`graphlift.verify`) must know of an entry's run,
+    decided when it was compiled: whether running the function eagerly beside it is safe."""
+
+    side_effects: bool  # the ledger holds writes: an eager run would make them twice
+    graph_break: bool  # code runs eagerly after the graph (a print, a resume function)
+    mutated: tuple[Any, ...] = ()  # the Sources of the graph inputs the graph mutates in place
+
+
 @dataclass(eq=False)
 class CacheEntry:
     """Compiled code for one set of guards: ``check(*args)`` then ``run(*args)``.
@@ -41,6 +51,7 @@ class CacheEntry:
     run_source: str
     graph: torch.fx.GraphModule | None  # None when the frame runs eagerly or has no tensor ops
     internal_error: str | None = None  # graphlift failed compiling: its traceback (runs eagerly)
+    verify_plan: VerifyPlan | None = None  # None: never verified (runs eagerly, loaded, ...)
 
     def __post_init__(self) -> None:
         self.check = self.compiled_guards.fn  # bound once: read on every call
@@ -75,6 +86,8 @@ class Stats:
     guard_seconds: float = 0.0  # guard evaluation on the miss path (hits are not timed)
     translate_seconds: float = 0.0
     backend_seconds: float = 0.0
+    verified: int = 0  # hits also run eagerly and compared (config.verify)
+    verify_failures: int = 0  # of those, the ones that differed (the entry then runs eagerly)
 
     @property
     def calls(self) -> int:
@@ -90,6 +103,7 @@ class Stats:
             "compiles": self.compiles, "graphs": self.graphs, "eager_frames": self.eager_frames,
             "graph_breaks": self.graph_breaks, "recompile_limit_hit": self.recompile_limit_hit,
             "internal_errors": self.internal_errors, "loaded": self.loaded,
+            "verified": self.verified, "verify_failures": self.verify_failures,
             "seconds": {"guards": self.guard_seconds, "translate": self.translate_seconds,
                         "backend": self.backend_seconds},
         }
@@ -150,6 +164,11 @@ class ExtraState:
     def remove(self, entry: CacheEntry) -> None:
         """Drop one entry (a module it pinned has died); absent entries are ignored."""
         self.entries = [e for e in self.entries if e is not entry]
+        self.head = self.entries[0] if self.entries else None
+
+    def replace(self, old: CacheEntry, new: CacheEntry) -> None:
+        """Put ``new`` where ``old`` is in the chain (call with ``lock`` held)."""
+        self.entries = [new if e is old else e for e in self.entries]
         self.head = self.entries[0] if self.entries else None
 
     def next_compile_id(self) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +46,12 @@ SETTINGS: dict[str, Setting] = {
         "eagerly (on in graphlift's tests)"
     ),
     "verbose": Setting(False, "include graphlift's own stack in logged errors"),
+    # Verify mode (graphlift/verify.py).
+    "verify": Setting(
+        0, "on every Nth cache hit of an entry without side effects, also run the function "
+        "eagerly and compare; a difference is reported and the entry runs eagerly from then on "
+        "(also GRAPHLIFT_VERIFY=N); 0: off"
+    ),
     "progress_seconds": Setting(
         2.0, "a compile running longer says what it is doing and its phase times at INFO "
         "(GRAPHLIFT_LOGS=progress)"
@@ -108,11 +116,19 @@ SETTINGS: dict[str, Setting] = {
 }
 
 
+# Settings that an environment variable sets when graphlift is imported (an int setting: the
+# variable's digits; anything else is ignored with a warning).
+ENV_SETTINGS: dict[str, str] = {
+    "verify": "GRAPHLIFT_VERIFY",  # run the test suite or a program under verify mode
+}
+
+
 class Config:
     """Attribute access over :data:`SETTINGS`, with ``patch`` for temporary changes."""
 
     def __init__(self) -> None:
         object.__setattr__(self, "_values", {k: s.default for k, s in SETTINGS.items()})
+        self._values.update(_from_environment())
 
     def __getattr__(self, name: str) -> Any:
         values = object.__getattribute__(self, "_values")
@@ -134,8 +150,10 @@ class Config:
         return {k: s.default for k, s in SETTINGS.items()}
 
     def reset_to_defaults(self) -> None:
-        """Put every setting back to its default."""
+        """Put every setting back to its default, or to what the environment set at import
+        (``GRAPHLIFT_VERIFY=1 pytest`` verifies every test, though each resets the settings)."""
         self._values.update(self.defaults())
+        self._values.update(_from_environment())
 
     def patch(self, **changes: Any) -> _Patch:
         """Change settings inside a ``with`` block or a decorated function; restores on exit."""
@@ -143,6 +161,27 @@ class Config:
             self.__getattr__(name)
             check_value(name, value)
         return _Patch(self, changes)
+
+
+def _from_environment() -> dict[str, Any]:
+    """The values :data:`ENV_SETTINGS` give, from the environment at import."""
+    values = {}
+    for name, variable in ENV_SETTINGS.items():
+        text = os.environ.get(variable, "").strip()
+        if not text:
+            continue
+        if text.isdigit():
+            values[name] = int(text)
+        else:
+            warnings.warn(f"{variable}={text!r} is not a count (0 or more); ignored",
+                          stacklevel=2)
+    return values
+
+
+def live_values(settings: Config) -> dict[str, Any]:
+    """The dict ``settings`` reads from, changed in place by every set, ``patch`` and reset:
+    the compiled wrappers' hit path reads ``verify`` from it with one subscript."""
+    return object.__getattribute__(settings, "_values")
 
 
 def check_value(name: str, value: Any) -> None:

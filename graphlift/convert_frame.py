@@ -22,7 +22,7 @@ import torch
 
 from graphlift import bytecode, compiler_collectives, eager_callees, logs, progress
 from graphlift.backends import keeps_floats_dynamic, takes_subgraphs
-from graphlift.cache import CacheEntry, ExtraState
+from graphlift.cache import CacheEntry, ExtraState, VerifyPlan
 from graphlift.codegen import BreakTail, ErrorPathCodegen, FrameWrappers, OutputCodegen
 from graphlift.config import config
 from graphlift.dynamic_shapes import ShapePolicy, install_shape_guards
@@ -319,8 +319,11 @@ class _Attempt:
         run.__code__ = bytecode.at_line(run.__code__, code.co_filename, code.co_name,
                                         (last.lineno if last else None) or code.co_firstlineno)
         _log_guards(fn, self.compile_id, compiled_guards)
+        plan = VerifyPlan(side_effects=bool(output.side_effects),
+                          graph_break=tracer.break_state is not None,
+                          mutated=tuple(i.source for i in output.mutated_inputs))
         return CacheEntry(self.compile_id, self.options, compiled_guards, run, run_source,
-                          graph_module)
+                          graph_module, verify_plan=plan)
 
 
     def _on_graph_error(self, output: OutputGraph, codegen: OutputCodegen,

@@ -16,6 +16,8 @@ function; anything else goes to :func:`_on_miss`::
                     __gl_hit = False
                 if __gl_hit:
                     __gl_state.stats.hits += 1
+                    if __gl_cfg['verify']:           # verify mode (graphlift.verify)
+                        return __gl_verify(__gl_e, (__gl_fn, __gl_G, x, n))
                     return __gl_e.run(__gl_fn, __gl_G, x, n)
             return __gl_miss((__gl_fn, __gl_G, x, n))
         except BaseException as __gl_x:              # costs nothing until something raises
@@ -28,6 +30,8 @@ Every name the wrapper adds starts with ``__gl_`` so that it cannot shadow a par
 every call takes the miss path, where a disabled thread runs the original function.
 ``__gl_ts`` is :data:`graphlift.stance.HIT_PATH`: the test fails while a stance other than
 ``default`` is in force (graphlift's or torch's), and the miss path then does what it says.
+``__gl_cfg`` is the dict ``graphlift.config`` reads from: ``config.verify`` costs the hit path one
+subscript while it is 0.
 
 On a miss the other entries are tried in order (a hit moves to the front), then a new entry is
 compiled and put at the head, unless a recompile limit says the frame should run eagerly.
@@ -48,11 +52,21 @@ from typing import Any
 
 import torch
 
-from graphlift import cache, eager_callees, events, logs, persist, progress, stance, trace_rules
+from graphlift import (
+    cache,
+    eager_callees,
+    events,
+    logs,
+    persist,
+    progress,
+    stance,
+    trace_rules,
+    verify,
+)
 from graphlift.backends import configure
 from graphlift.cache import CacheEntry, ExtraState
 from graphlift.codegen import FrameWrappers
-from graphlift.config import config
+from graphlift.config import config, live_values
 from graphlift.convert_frame import (
     EAGER_RUN_FILE,
     USER_FACING_ERRORS,
@@ -391,6 +405,7 @@ def make_wrapper(fn: types.FunctionType, options: CompileOptions) -> Callable:
     """Generate the intercepting wrapper for ``fn`` (see the module docstring)."""
     state = cache.get_state(fn.__code__)
     signature = FrameSignature.of(fn.__code__)
+    run_eagerly = eager_run(fn.__code__, signature)[0]
     namespace: dict[str, Any] = {
         "__gl_state": state,
         "__gl_opts": options,
@@ -398,8 +413,10 @@ def make_wrapper(fn: types.FunctionType, options: CompileOptions) -> Callable:
         "__gl_ts": stance.HIT_PATH,
         FN_NAME: fn,
         GLOBALS_NAME: fn.__globals__,
-        "__gl_miss": functools.partial(_on_miss, fn, state, options,
-                                       eager_run(fn.__code__, signature)[0]),
+        "__gl_miss": functools.partial(_on_miss, fn, state, options, run_eagerly),
+        "__gl_cfg": live_values(config),
+        "__gl_verify": functools.partial(verify.run, fn, state,
+                                         reference=_reference(run_eagerly)),
         "__gl_trim": trim_traceback,
     }
     params = ", ".join(signature.params)
@@ -415,6 +432,8 @@ def make_wrapper(fn: types.FunctionType, options: CompileOptions) -> Callable:
         f"                __gl_hit = False\n"
         f"            if __gl_hit:\n"
         f"                __gl_state.stats.hits += 1\n"
+        f"                if __gl_cfg['verify']:\n"
+        f"                    return __gl_verify(__gl_e, ({params},))\n"
         f"                return __gl_e.run({params})\n"
         f"        return __gl_miss(({params},))\n"
         f"    except BaseException as __gl_x:\n"
@@ -595,6 +614,8 @@ def _on_miss(fn: types.FunctionType, state: ExtraState, options: CompileOptions,
         return run_eagerly(*args)
     options = now.options_for(options)  # force_backend
     entry = _lookup(state, options, args, first)
+    if entry is not None and config.verify:  # a hit further down the chain
+        return verify.run(fn, state, entry, args, _reference(run_eagerly))
     if entry is None:
         with state.lock:
             # Another thread may have compiled, or hit a limit, while this one waited.
@@ -603,6 +624,19 @@ def _on_miss(fn: types.FunctionType, state: ExtraState, options: CompileOptions,
     if entry is None:
         return run_eagerly(*args)
     return entry.run(*args)
+
+
+def _reference(run_eagerly: Callable) -> Callable:
+    """What verify mode compares a hit with: the frame run eagerly, every compiled function it
+    calls running its original code too (as inside ``graphlift.disable``)."""
+    def reference(*args: Any) -> Any:
+        enter_disabled()
+        try:
+            return run_eagerly(*args)
+        finally:
+            exit_disabled()
+
+    return reference
 
 
 def _lookup(state: ExtraState, options: CompileOptions, args: tuple,

@@ -21,6 +21,9 @@ file holds, with seconds counted from the moment recording started::
                  "limit": 8, "time": 0.6, "reasons": [...]}],
      "internal_errors": [{"compile_id": "3/0", "function": "f", "location": "s.py:20",
                           "time": 0.7, "error": "KeyError: 'x'", "traceback": "..."}],
+     "verify_failures": [{"compile_id": "0/0", "function": "f", "location": "s.py:3",
+                          "time": 0.9, "difference": "result: ...", "guards": [...],
+                          "graph_code": "...", "reproducer": "/tmp/.../repro_f_0_0.py"}],
      "functions": [{"function": "scale", "location": "s.py:10", "stats": {...}}]}
 
 ``reasons`` are the recompile reasons as logged under ``recompiles``: the first failing guard of
@@ -83,6 +86,7 @@ class Recorder:
         self.compiles: list[dict[str, Any]] = []
         self.limits: list[dict[str, Any]] = []
         self.internal_errors: list[dict[str, Any]] = []
+        self.verify_failures: list[dict[str, Any]] = []
         self.functions: dict[ExtraState, _Function] = {}
 
     def now(self) -> float:
@@ -123,10 +127,20 @@ class Recorder:
             "time": self.now(), "error": details.rstrip().splitlines()[-1],
             "traceback": details})
 
+    def verify_failed(self, qualname: str, state: ExtraState, entry: CacheEntry,
+                      difference: str, reproducer: str) -> None:
+        graph = entry.graph
+        self.verify_failures.append({
+            "compile_id": entry.compile_id, "function": qualname, "location": state.location,
+            "time": self.now(), "difference": difference, "guards": entry.guards,
+            "graph_code": graph.code.strip() if graph is not None else None,
+            "reproducer": reproducer})
+
     def as_dict(self) -> dict[str, Any]:
         return {"version": VERSION, "argv": list(sys.argv), "seconds": self.now(),
                 "compiles": self.compiles, "limits": self.limits,
                 "internal_errors": self.internal_errors,
+                "verify_failures": self.verify_failures,
                 "functions": [{"function": function.qualname, "location": state.location,
                                "stats": function.stats(state).as_dict()}
                               for state, function in self.functions.items()]}
@@ -217,3 +231,10 @@ def on_internal_error(fn: Any, state: ExtraState, compile_id: str, details: str)
     """graphlift failed while compiling ``fn`` (``details``: the traceback); it runs eagerly."""
     if _recorder is not None:
         _recorder.internal_error(fn.__qualname__, state, compile_id, details)
+
+
+def on_verify_failure(fn: Any, state: ExtraState, entry: CacheEntry, difference: str,
+                      reproducer: str) -> None:
+    """Verify mode found ``entry`` returning what eager does not (it runs eagerly from now on)."""
+    if _recorder is not None:
+        _recorder.verify_failed(fn.__qualname__, state, entry, difference, reproducer)

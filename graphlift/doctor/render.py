@@ -32,6 +32,7 @@ def format_text(report: dict[str, Any]) -> str:
         lines += _wrap("the script failed (its error is above): the report covers what ran "
                        "before it stopped", "")
     lines += ["", *_wrap(f"Verdict: {report['verdict']['summary']}", "")]
+    lines += _text_verify(report.get("verify_failures", []))
     lines += _text_breaks(report["graph_breaks"])
     lines += _text_recompiles(report["recompiles"])
     lines += _text_time(report["time"])
@@ -44,6 +45,19 @@ _DETAIL = " " * 7  # the indent of the lines under one break or one function
 def _wrap(text: str, indent: str = _DETAIL) -> list[str]:
     return textwrap.wrap(text, 100, initial_indent=indent, subsequent_indent=indent + "  ",
                          break_on_hyphens=False) or [indent]
+
+
+def _text_verify(failures: list[dict[str, Any]]) -> list[str]:
+    """Verify mode's catches, first: each entry, what differed and its reproducer."""
+    if not failures:
+        return []
+    lines = ["", f"WRONG RESULTS (verify mode): {len(failures)}"]
+    for failure in failures:
+        lines.append(f"  - {failure['function']} ({short(failure['location'])}), cache entry "
+                     f"{failure['compile_id']}")
+        lines += _wrap(f"difference: {failure['difference']}")
+        lines += _wrap(f"reproducer: {failure['reproducer']}")
+    return lines
 
 
 def _text_breaks(breaks: list[dict[str, Any]]) -> list[str]:
@@ -150,6 +164,7 @@ def format_html(report: dict[str, Any]) -> str:
         f"{report['exit_code']} &middot; {report['seconds']:.2f} s</p>",
         f"<p id=verdict class='verdict {_e(report['verdict']['problem'])}'>"
         f"{_e(report['verdict']['summary'])}</p>",
+        _html_verify(report.get("verify_failures", [])),
         _html_breaks(report["graph_breaks"]),
         _html_recompiles(report["recompiles"]),
         _html_time(report["time"]),
@@ -158,6 +173,15 @@ def format_html(report: dict[str, Any]) -> str:
     data = json.dumps(_timeline_data(report)).replace("<", "\\u003c")
     return (_PAGE.replace("__CSS__", _CSS).replace("__BODY__", "\n".join(sections))
             .replace("__DATA__", data).replace("__SCRIPT__", _SCRIPT))
+
+
+def _html_verify(failures: list[dict[str, Any]]) -> str:
+    if not failures:
+        return ""
+    items = "".join(f"<li><b>{_e(f['function'])}</b> ({_e(short(f['location']))}), entry "
+                    f"{_e(f['compile_id'])}: {_e(f['difference'])}<br>reproducer: "
+                    f"<code>{_e(f['reproducer'])}</code></li>" for f in failures)
+    return f"<h2>Wrong results (verify mode)</h2><ul>{items}</ul>"
 
 
 def _e(text: Any) -> str:
@@ -293,7 +317,7 @@ pre { background: #f6f6f6; padding: .6em; overflow-x: auto; }
 .meta, .dim { color: #666; }
 .verdict { padding: .6em 1em; border-left: 4px solid #888; background: #f4f4f4; }
 .verdict.graph_breaks { border-color: #c0392b; } .verdict.recompiles { border-color: #d68910; }
-.verdict.backend { border-color: #2874a6; }
+.verdict.backend { border-color: #2874a6; } .verdict.wrong_results { border-color: #7d3c98; }
 .break, .recompile { border: 1px solid #ddd; border-radius: 4px; padding: 0 1em; margin: .8em 0; }
 .count { color: #c0392b; } .source .hit { background: #fdecea; font-weight: bold; }
 .cause { background: #fcf3cf; padding: 0 .3em; border-radius: 3px; }

@@ -5,8 +5,10 @@ here is data and the reasoning behind it (grouping breaks, triaging the failing 
 recompiling function, the time summary, the verdict); :mod:`graphlift.doctor.render` turns it into
 text, JSON and HTML, and this module never imports it. The report's keys: ``script``, ``args``,
 ``exit_code``, ``seconds``, ``recorded``, ``verdict`` (``problem``: one of :data:`PROBLEMS`, and
-``summary``), ``graph_breaks``, ``recompiles``, ``time``, and the raw ``compiles`` and ``limits``
-of the recording (guards and graph code per cache entry, for the HTML page).
+``summary``), ``verify_failures`` (entries verify mode caught returning what eager does not,
+each with its difference and reproducer), ``graph_breaks``, ``recompiles``, ``time``, and the raw
+``compiles`` and ``limits`` of the recording (guards and graph code per cache entry, for the HTML
+page).
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ from typing import IO, Any
 
 from graphlift import events
 
-# The verdict's closed set: what to look at first, in the routine's order.
-PROBLEMS = ("nothing_compiled", "graph_breaks", "recompiles", "backend")
+# The verdict's closed set: what to look at first, in the routine's order. Wrong results found
+# by verify mode (GRAPHLIFT_VERIFY=N) come before everything: a fast wrong answer is no answer.
+PROBLEMS = ("wrong_results", "nothing_compiled", "graph_breaks", "recompiles", "backend")
 
 
 # -- triage of a failing guard -------------------------------------------------------------------
@@ -264,6 +267,7 @@ def build_report(recording: dict[str, Any] | None, *, script: str, args: list[st
                                             ("recompiles", recompiling)) if found]),
         "compiles": compiles, "limits": limits,
         "internal_errors": recording.get("internal_errors", []),  # graphlift's own failures
+        "verify_failures": recording.get("verify_failures", []),
     }
     report["verdict"] = verdict(report)
     return report
@@ -435,6 +439,14 @@ def time_summary(functions: list[dict[str, Any]], compiles: list[dict[str, Any]]
 def verdict(report: dict[str, Any]) -> dict[str, str]:
     """What to look at first: ``problem`` (one of :data:`PROBLEMS`) and a one-line summary."""
     breaks, recompiling = report["graph_breaks"], report["recompiles"]
+    wrong = report["verify_failures"]
+    if wrong:
+        return {"problem": "wrong_results",
+                "summary": f"verify mode caught {len(wrong)} cache entr"
+                           f"{'y' if len(wrong) == 1 else 'ies'} returning what eager does not "
+                           f"({', '.join(sorted({w['function'] for w in wrong}))}): a bug in "
+                           f"graphlift; those calls now run eagerly. Report it with the "
+                           f"reproducer below."}
     if not report["compiles"]:
         why = ("the script did not import graphlift, or exited without running atexit "
                "handlers (os._exit, a crash)" if not report["recorded"]
