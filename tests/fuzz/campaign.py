@@ -7,9 +7,10 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .generator import Program, generate
+from .generator import Program
 from .minimizer import minimize
 from .runner import KINDS, Difference, run_program
+from .versions import LATEST, generate
 
 
 @dataclass
@@ -34,6 +35,7 @@ class Report:
     recompiles: int = 0
     seconds: float = 0.0
     seeds: tuple[int, int] = (0, 0)
+    version: int = LATEST  # the generator version that wrote the programs
     findings: list[Finding] = field(default_factory=list)
 
     def add(self, program: Program, result) -> None:
@@ -60,7 +62,8 @@ class Report:
 
     def render(self) -> str:
         lines = [f"graphlift differential fuzzer: {self.programs} programs "
-                 f"(seeds {self.seeds[0]}..{self.seeds[1] - 1}), {self.calls} calls, "
+                 f"(generator version {self.version}, seeds {self.seeds[0]}.."
+                 f"{self.seeds[1] - 1}), {self.calls} calls, "
                  f"{self.seconds:.0f} s",
                  f"  eager raised in {self.eager_errors} calls "
                  f"({self.programs_with_eager_errors} programs); compiled: {self.graphs} graphs, "
@@ -91,7 +94,8 @@ def describe(finding: Finding) -> str:
     label = "minimized from" if finding.minimized else "program of"
     lines = [f"{KINDS[difference.kind]} at call {difference.call + 1} of {len(program.calls)} "
              f"({label} seed {finding.program.seed}; rerun: python -m tests.fuzz "
-             f"--seed {finding.program.seed} --programs 1)", "", program.source.rstrip(), ""]
+             f"--generator {finding.program.version} --seed {finding.program.seed} "
+             "--programs 1)", "", program.source.rstrip(), ""]
     for number, variant in enumerate(program.calls, 1):
         lines.append(f"# call {number}:")
         lines.append(program.variants[variant])
@@ -100,15 +104,16 @@ def describe(finding: Finding) -> str:
     return "\n".join(lines)
 
 
-def fuzz(seeds: Iterable[int], *, timeout: float = 20.0, minimize_seconds: float = 60.0,
-         max_minimized: int = 10, progress: bool = False) -> Report:
-    """Run the program of every seed; minimize the first finding of up to ``max_minimized``
-    signatures."""
+def fuzz(seeds: Iterable[int], *, version: int = LATEST, timeout: float = 20.0,
+         minimize_seconds: float = 60.0, max_minimized: int = 10,
+         progress: bool = False) -> Report:
+    """Run the program of every seed (written by generator ``version``); minimize the first
+    finding of up to ``max_minimized`` signatures."""
     seeds = list(seeds)
-    report = Report(seeds=(seeds[0], seeds[-1] + 1) if seeds else (0, 0))
+    report = Report(seeds=(seeds[0], seeds[-1] + 1) if seeds else (0, 0), version=version)
     start = time.perf_counter()
     for count, seed in enumerate(seeds, 1):
-        program = generate(seed)
+        program = generate(seed, version)
         result = run_program(program, timeout)
         report.add(program, result)
         if progress and result.difference:
