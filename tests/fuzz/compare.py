@@ -102,7 +102,7 @@ def _type(value: Any) -> str:
 
 def is_user_object(value: Any) -> bool:
     """An instance of a class the program defined (compared by its attributes)."""
-    return type(value).__module__.startswith("fuzzprog") and (
+    return type(value).__module__.startswith("fuzzprog") and not isinstance(value, type) and (
         hasattr(value, "__dict__") or dataclasses.is_dataclass(value))
 
 
