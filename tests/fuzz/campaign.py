@@ -33,6 +33,7 @@ class Report:
     graph_breaks: int = 0
     eager_frames: int = 0
     recompiles: int = 0
+    hit_checks: int = 0  # programs whose second call had to be a cache hit (and was checked)
     seconds: float = 0.0
     seeds: tuple[int, int] = (0, 0)
     version: int = LATEST  # the generator version that wrote the programs
@@ -48,6 +49,7 @@ class Report:
         self.graph_breaks += stats.get("graph_breaks", 0)
         self.eager_frames += stats.get("eager_frames", 0)
         self.recompiles += max(stats.get("compiles", 1) - 1, 0)
+        self.hit_checks += result.hit_checked
         if result.difference:
             self.findings.append(Finding(program, result.difference))
 
@@ -69,6 +71,8 @@ class Report:
                  f"({self.programs_with_eager_errors} programs); compiled: {self.graphs} graphs, "
                  f"{self.graph_breaks} graph breaks, {self.eager_frames} frames run eagerly, "
                  f"{self.recompiles} recompiles (entry function only)",
+                 f"  second call checked to be a cache hit in {self.hit_checks} programs (the "
+                 "others changed their state in the first call)",
                  f"differences: {len(self.findings)} programs"]
         for kind, words in KINDS.items():
             count = sum(f.difference.kind == kind for f in self.findings)

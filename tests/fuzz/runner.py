@@ -77,6 +77,7 @@ class RunResult:
     eager_errors: int = 0  # calls where eager raised (the program meant to, or could not help it)
     calls: int = 0
     skipped: bool = False  # eager ran past the time limit
+    hit_checked: bool = False  # the second call repeated the first on equal state: must hit
     stats: dict = field(default_factory=dict)
 
 
@@ -204,6 +205,7 @@ def _run_calls(program: Program, result: RunResult, timeout: float) -> None:
         result.eager_errors += eager.error is not None
         found = compare(eager, compiled, filename(program, "compiled"))
         if not found and _repeats_first_call(program, index, states):
+            result.hit_checked = True
             found = _cache_miss(cache.accumulated_compiles() - compiles)
         if found:
             outcome = type(eager.error).__name__ if eager.error else "returned"
