@@ -13,7 +13,7 @@ the second call must be a cache hit (the runner checks it).
 
 from __future__ import annotations
 
-from .generator import STATEMENTS, Ty, _Builder, _Param
+from .generator import STATEMENTS, Program, Ty, _Builder, _Param
 from .text import indent, wrap
 
 # Names of the kinds version 2 adds, in the order a user would reach for them.
@@ -627,3 +627,32 @@ LEAF_STATEMENTS_V2 = {k: v for k, v in STATEMENTS_V2.items()
                                    "s_for_dict", "s_while", "s_try", "s_no_grad", "s_config",
                                    "s_comprehension", "s_closure", "s_metaclass",
                                    "s_iter_mutation", "s_chain", "s_with_custom")}
+
+
+class BuilderV3(BuilderV2):
+    """Version 3: version 2, and a third call that repeats the first call's arguments after a
+    change of state (a class attribute, a metaclass setting, a global list).
+
+    In version 2 the state changed only before calls with new sizes, which recompile anyway,
+    so a guard missing on the changed state went unseen. Here the calls are the first
+    arguments twice, the same arguments after the change (what the first compile folded must
+    now fail a guard), then the other sizes."""
+
+    VERSION = 3
+    CHANGED = 4  # the variant with the first call's arguments after a change of state
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed)
+        self.setup[self.CHANGED] = []
+
+    def change_between_calls(self, what: str, options: list[str]) -> None:
+        if what not in self.setup_done:
+            self.setup[self.CHANGED].append(self.pick(options))
+        super().change_between_calls(what, options)
+
+    def variant_texts(self) -> list[str]:
+        texts = super().variant_texts()
+        return texts + ["\n".join(self.setup[self.CHANGED] + [texts[0]])]
+
+    def build(self) -> Program:
+        return super().build().replace(calls=(0, 0, self.CHANGED, 1, 2, 3))

@@ -9,9 +9,9 @@ program. ``docs/fuzzing.md`` lists the constructs and the version that added eac
 from __future__ import annotations
 
 from .generator import Program, _Builder
-from .generator_v2 import BuilderV2
+from .generator_v2 import BuilderV2, BuilderV3
 
-BUILDERS: dict[int, type[_Builder]] = {1: _Builder, 2: BuilderV2}
+BUILDERS: dict[int, type[_Builder]] = {1: _Builder, 2: BuilderV2, 3: BuilderV3}
 LATEST = max(BUILDERS)
 
 
