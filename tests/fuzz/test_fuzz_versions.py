@@ -20,6 +20,9 @@ VERSION_1_PROGRAMS = {
     204439: "a3542c7db1039cab", 302024: "c333e0287dbc39ca", 310000: "a178c790217cabad",
     319999: "b96a35b26dac6ae0",
 }
+# Version 2 programs as its first campaigns ran them (docs/fuzzing.md lists their seeds).
+VERSION_2_PROGRAMS = {0: "9e8dcb7650af7d81", 67: "4c293572c1fe6c0a", 139: "433c1c0c18e056a7",
+                      999: "29e681636c3d9fd1"}
 
 # Text that shows each construct of version 2 in a program (docs/fuzzing.md lists them).
 VERSION_2_MARKERS = {
@@ -52,19 +55,28 @@ def program_hash(program: Program) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def test_version_1_seeds_keep_their_programs():
-    for seed, digest in VERSION_1_PROGRAMS.items():
-        assert program_hash(generate(seed, version=1)) == digest, seed
+def test_old_seeds_keep_their_programs():
+    for version, pinned in ((1, VERSION_1_PROGRAMS), (2, VERSION_2_PROGRAMS)):
+        for seed, digest in pinned.items():
+            assert program_hash(generate(seed, version)) == digest, (version, seed)
 
 
 def test_every_version_is_seeded_and_knows_its_number():
-    assert LATEST == max(BUILDERS) == 2
+    assert LATEST == max(BUILDERS) == 3
     for version in BUILDERS:
         assert generate(5, version) == generate(5, version)
         assert generate(5, version).version == version
     assert generate(5, 1).source != generate(5, 2).source
     with pytest.raises(ValueError, match="no generator version"):
         generate(5, 99)
+
+
+def test_version_3_repeats_the_first_arguments_after_a_change_of_state():
+    program = generate(3, 3)
+    assert program.calls == (0, 0, 4, 1, 2, 3)
+    changed, first = program.variants[4], program.variants[0]
+    assert changed.endswith(first) and changed != first, "a state change, then the same call"
+    assert generate(3, 2).calls == (0, 0, 1, 2, 3)
 
 
 def test_version_2_writes_every_construct():
