@@ -151,6 +151,17 @@ def test_exception_causes_and_contexts_are_compared():
     assert compare(outcome(_raised(chained)), outcome(_raised(chained)), "<user>") is None
 
 
+def test_objects_equal_only_to_themselves_are_compared_by_type():
+    class Base:
+        pass
+
+    class Child(Base):
+        pass
+    assert not differences(super(Child, Child()), super(Child, Child()))
+    assert not differences(iter([1]), iter([2]))
+    assert differences(iter([1]), iter((1,)))
+
+
 def test_attributes_on_tensors_and_module_state_are_compared():
     a, b = torch.ones(2), torch.ones(2)
     a.tag = 1
