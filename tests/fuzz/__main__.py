@@ -1,7 +1,9 @@
 """``python -m tests.fuzz --programs N --seed S``: run a campaign and print its report.
 
 Program ``k`` of a run has seed ``S + k``, so ``--seed K --programs 1`` reruns one program;
-``--show`` prints it. The exit status is 1 when compiled and eager differed anywhere.
+``--show`` prints it. ``--generator V`` picks the generator version (the newest by default; a
+seed's program is fixed within a version). The exit status is 1 when compiled and eager
+differed anywhere.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import sys
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from .campaign import fuzz  # noqa: E402
-from .generator import generate  # noqa: E402
+from .versions import BUILDERS, LATEST, generate  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--programs", type=int, default=200, help="how many programs (200)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the first program (0)")
+    parser.add_argument("--generator", type=int, default=LATEST, choices=sorted(BUILDERS),
+                        help=f"generator version ({LATEST}, the newest)")
     parser.add_argument("--timeout", type=float, default=20.0,
                         help="seconds per call before a compiled call counts as hung (20)")
     parser.add_argument("--minimize-seconds", type=float, default=60.0,
@@ -33,12 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     seeds = range(args.seed, args.seed + args.programs)
     if args.show:
         for seed in seeds:
-            program = generate(seed)
+            program = generate(seed, args.generator)
             print(f"# seed {seed}\n{program.source}")
             for variant in program.calls:
                 print(program.variants[variant] + f"\n{program.entry}(*args, **kwargs)\n")
-    report = fuzz(seeds, timeout=args.timeout, minimize_seconds=args.minimize_seconds,
-                  max_minimized=args.max_minimized, progress=not args.quiet)
+    report = fuzz(seeds, version=args.generator, timeout=args.timeout,
+                  minimize_seconds=args.minimize_seconds, max_minimized=args.max_minimized,
+                  progress=not args.quiet)
     print(report.render())
     return 1 if report.findings else 0
 

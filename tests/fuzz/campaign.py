@@ -7,9 +7,10 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .generator import Program, generate
+from .generator import Program
 from .minimizer import minimize
 from .runner import KINDS, Difference, run_program
+from .versions import LATEST, generate
 
 
 @dataclass
@@ -32,8 +33,10 @@ class Report:
     graph_breaks: int = 0
     eager_frames: int = 0
     recompiles: int = 0
+    hit_checks: int = 0  # programs whose second call had to be a cache hit (and was checked)
     seconds: float = 0.0
     seeds: tuple[int, int] = (0, 0)
+    version: int = LATEST  # the generator version that wrote the programs
     findings: list[Finding] = field(default_factory=list)
 
     def add(self, program: Program, result) -> None:
@@ -46,6 +49,7 @@ class Report:
         self.graph_breaks += stats.get("graph_breaks", 0)
         self.eager_frames += stats.get("eager_frames", 0)
         self.recompiles += max(stats.get("compiles", 1) - 1, 0)
+        self.hit_checks += result.hit_checked
         if result.difference:
             self.findings.append(Finding(program, result.difference))
 
@@ -60,12 +64,15 @@ class Report:
 
     def render(self) -> str:
         lines = [f"graphlift differential fuzzer: {self.programs} programs "
-                 f"(seeds {self.seeds[0]}..{self.seeds[1] - 1}), {self.calls} calls, "
+                 f"(generator version {self.version}, seeds {self.seeds[0]}.."
+                 f"{self.seeds[1] - 1}), {self.calls} calls, "
                  f"{self.seconds:.0f} s",
                  f"  eager raised in {self.eager_errors} calls "
                  f"({self.programs_with_eager_errors} programs); compiled: {self.graphs} graphs, "
                  f"{self.graph_breaks} graph breaks, {self.eager_frames} frames run eagerly, "
                  f"{self.recompiles} recompiles (entry function only)",
+                 f"  second call checked to be a cache hit in {self.hit_checks} programs (the "
+                 "others changed their state in the first call)",
                  f"differences: {len(self.findings)} programs"]
         for kind, words in KINDS.items():
             count = sum(f.difference.kind == kind for f in self.findings)
@@ -91,7 +98,8 @@ def describe(finding: Finding) -> str:
     label = "minimized from" if finding.minimized else "program of"
     lines = [f"{KINDS[difference.kind]} at call {difference.call + 1} of {len(program.calls)} "
              f"({label} seed {finding.program.seed}; rerun: python -m tests.fuzz "
-             f"--seed {finding.program.seed} --programs 1)", "", program.source.rstrip(), ""]
+             f"--generator {finding.program.version} --seed {finding.program.seed} "
+             "--programs 1)", "", program.source.rstrip(), ""]
     for number, variant in enumerate(program.calls, 1):
         lines.append(f"# call {number}:")
         lines.append(program.variants[variant])
@@ -100,15 +108,16 @@ def describe(finding: Finding) -> str:
     return "\n".join(lines)
 
 
-def fuzz(seeds: Iterable[int], *, timeout: float = 20.0, minimize_seconds: float = 60.0,
-         max_minimized: int = 10, progress: bool = False) -> Report:
-    """Run the program of every seed; minimize the first finding of up to ``max_minimized``
-    signatures."""
+def fuzz(seeds: Iterable[int], *, version: int = LATEST, timeout: float = 20.0,
+         minimize_seconds: float = 60.0, max_minimized: int = 10,
+         progress: bool = False) -> Report:
+    """Run the program of every seed (written by generator ``version``); minimize the first
+    finding of up to ``max_minimized`` signatures."""
     seeds = list(seeds)
-    report = Report(seeds=(seeds[0], seeds[-1] + 1) if seeds else (0, 0))
+    report = Report(seeds=(seeds[0], seeds[-1] + 1) if seeds else (0, 0), version=version)
     start = time.perf_counter()
     for count, seed in enumerate(seeds, 1):
-        program = generate(seed)
+        program = generate(seed, version)
         result = run_program(program, timeout)
         report.add(program, result)
         if progress and result.difference:

@@ -2,9 +2,10 @@
 
 ``differences(eager, compiled)`` walks two values side by side and returns the paths where they
 differ. Tensors must have the same type, dtype, shape and ``requires_grad``, and equal values
-(``torch.equal``, else ``allclose`` at rtol 1e-5 / atol 1e-6 with NaNs equal); containers are
-compared item by item; instances of the program's own classes (each run has its own copy of
-the class) by class name and attributes.
+(``torch.equal``, else ``allclose`` at rtol 1e-5 / atol 1e-6 with NaNs equal), and the same
+Python attributes (``t.tag = 3``); containers are compared item by item; modules by their
+parameters, buffers, submodules, hooks and public attributes; instances of the program's own
+classes (each run has its own copy of the class) by class name and attributes.
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ def _walk(e: Any, c: Any, path: str, found: list[str], limit: int, seen: set) ->
         problem = tensor_difference(e, c)
         if problem:
             found.append(f"{path}: {problem}")
+        elif vars(e) or vars(c):  # Python attributes set on the tensor
+            _walk(dict(vars(e)), dict(vars(c)), f"{path}.__dict__", found, limit, seen)
+    elif isinstance(e, torch.nn.Module):
+        _walk(module_state(e), module_state(c), path, found, limit, seen)
     elif isinstance(e, (list, tuple)):
         if len(e) != len(c):
             found.append(f"{path}: {len(c)} items compiled, {len(e)} eager")
@@ -62,6 +67,8 @@ def _walk(e: Any, c: Any, path: str, found: list[str], limit: int, seen: set) ->
         _walk(attributes(e), attributes(c), f"{path}.__dict__", found, limit, seen)
     elif isinstance(e, (types.FunctionType, type, types.ModuleType, types.GeneratorType)):
         return  # compared by name through _same_type
+    elif type(e).__eq__ is object.__eq__:
+        return  # equal only to itself (a super object, an iterator): its type is all to compare
     elif e != c:
         found.append(f"{path}: {c!r} compiled, {e!r} eager")
 
@@ -97,8 +104,18 @@ def _type(value: Any) -> str:
 
 def is_user_object(value: Any) -> bool:
     """An instance of a class the program defined (compared by its attributes)."""
-    return type(value).__module__.startswith("fuzzprog") and (
+    return type(value).__module__.startswith("fuzzprog") and not isinstance(value, type) and (
         hasattr(value, "__dict__") or dataclasses.is_dataclass(value))
+
+
+def module_state(module: torch.nn.Module) -> dict:
+    """What a call may change in a module: its tensors, submodules, public attributes and how
+    many hooks it has (hook handles are numbered process-wide, so the keys are left out)."""
+    public = {k: v for k, v in vars(module).items() if not k.startswith("_")}
+    hooks = {k: len(v) for k, v in vars(module).items() if k.endswith("_hooks")
+             and isinstance(v, dict)}
+    return {"parameters": dict(module._parameters), "buffers": dict(module._buffers),
+            "modules": dict(module._modules), "attributes": public, "hooks": hooks}
 
 
 def attributes(value: Any) -> dict:

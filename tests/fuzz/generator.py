@@ -1,8 +1,11 @@
 """Seeded generation of small PyTorch programs, written the way users write them.
 
-``generate(seed)`` returns a :class:`Program`: the text of a module (imports, a few globals,
-helper functions, small classes, and the entry function ``f``), and the code that builds the
-arguments of each call. The same seed always gives the same program.
+This module is version 1 of the generator (``tests/fuzz/versions.py`` maps each version to its
+builder; ``generator_v2.py`` adds constructs on top of this one). ``_Builder(seed).build()``
+returns a :class:`Program`: the text of a module (imports, a few globals, helper functions,
+small classes, and the entry function ``f``), and the code that builds the arguments of each
+call. The same seed and version always give the same program: a later version changes nothing
+here, so that old seeds keep their old programs (``test_fuzz_tools.py`` pins a few).
 
 The generator keeps a typed scope: every variable it may read has a :class:`Ty` (a tensor of a
 known shape, an int, a list of tensors of at least ``size`` items, a dict with known keys...).
@@ -24,6 +27,7 @@ from dataclasses import dataclass, field
 
 from . import shapes
 from .shapes import BINARY, BROADCAST, DERIVE, NDIM, NEW_SHAPE_WEIGHTS, SCALAR, UNARY
+from .text import indent, replace_word, wrap
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class Program:
     variants: tuple[str, ...]
     calls: tuple[int, ...]
     counter: bool  # compile with a CompileCounter backend instead of backend="eager"
+    version: int = 1  # the generator version that wrote it (rerun with --generator)
 
     def replace(self, **changes) -> Program:
         return dataclasses.replace(self, **changes)
@@ -91,11 +96,6 @@ KEYS = ("a", "b", "mean", "max", "out", "norm", "h0", "h1")
 ERRORS = ("ValueError", "KeyError", "IndexError", "RuntimeError", "TypeError")
 
 
-def generate(seed: int) -> Program:
-    """The program of ``seed``."""
-    return _Builder(seed).build()
-
-
 @dataclass
 class _Param:
     name: str
@@ -119,6 +119,8 @@ class _Helper:
 
 
 class _Builder:
+    VERSION = 1
+
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
         self.seed = seed
@@ -441,7 +443,7 @@ class _Builder:
         source = "\n".join(self.module_lines() + [""] + lines) + "\n"
         ast.parse(source)  # the generator writes only valid Python
         return Program(self.seed, source, entry, tuple(self.variant_texts()), (0, 0, 1, 2, 3),
-                       self.chance(0.25))
+                       self.chance(0.25), self.VERSION)
 
     def module_lines(self) -> list[str]:
         out = sorted(self.imports, key=lambda s: (s.startswith("from"), s))
@@ -471,7 +473,7 @@ class _Builder:
 
     def statement(self) -> list[str]:
         self.stmt_budget -= 1
-        table = STATEMENTS if self.depth < 3 else LEAF_STATEMENTS
+        table = self.statement_table()
         for _ in range(20):
             outer, self.pending = self.pending, []
             try:
@@ -482,6 +484,10 @@ class _Builder:
                 self.scope.update(pending)
                 return lines
         return ["pass"]
+
+    def statement_table(self) -> dict[str, int]:
+        """The statement kinds this version draws from at the current depth."""
+        return STATEMENTS if self.depth < 3 else LEAF_STATEMENTS
 
     # -- inputs --------------------------------------------------------------------------------
     def plan_inputs(self) -> None:
@@ -501,11 +507,15 @@ class _Builder:
         for name, prob, make in INPUTS:
             if self.chance(prob):
                 make(self, name)
+        self.more_inputs()
         for p in self.params:
             self.bind(p.name, p.ty)
             self.register_dims(p.name, p.ty)
             self.used.add(p.name)
         self.requires_grad = grad
+
+    def more_inputs(self) -> None:
+        """Parameters a later version adds after version 1's (none here: no draws)."""
 
     def add_param(self, name: str, ty: Ty, values: list[str], keyword: bool = False) -> None:
         self.params.append(_Param(name, ty, values, keyword))
@@ -576,17 +586,26 @@ class _Builder:
                 return f"torch.randn({dims})"
             args, kwargs = [], []
             for p in self.params:
-                text = p.values[v]
+                text = self.variant_value(p.values[v], n, m)
                 for key in ("NM", "MM", "M"):
-                    text = _replace_word(text, key, tensor(key))
+                    text = replace_word(text, key, tensor(key))
                 if p.name == "x" and self.requires_grad:
                     text = text[:-1] + ", requires_grad=True)"
                 (kwargs if p.keyword else args).append((p.name, text))
-            lines = [f"torch.manual_seed({self.seed * 10 + v})",
+            lines = self.variant_setup(v) + [f"torch.manual_seed({self.seed * 10 + v})",
                      "args = (" + "".join(t + ", " for _, t in args).rstrip() + ")",
                      "kwargs = {" + ", ".join(f'"{k}": {t}' for k, t in kwargs) + "}"]
             texts.append("\n".join(lines))
         return texts
+
+    def variant_value(self, text: str, n: int, m: int) -> str:
+        """An argument's text for a variant of sizes ``n``, ``m`` (version 1: unchanged)."""
+        return text
+
+    def variant_setup(self, variant: int) -> list[str]:
+        """Lines run before building the arguments of ``variant``: state changed between calls
+        (version 1 changes none)."""
+        return []
 
     # -- module-level definitions ----------------------------------------------------------------
     def define_global(self, name: str, ty: Ty, value: str) -> None:
@@ -1656,26 +1675,6 @@ class _Builder:
         if form < 0.8:
             return ["return {" + ", ".join(f'"{p}": {p}' for p in pick) + "}"]
         return [f"return [{', '.join(pick)}]"]
-
-
-def _replace_word(text: str, word: str, value: str) -> str:
-    return re.sub(rf"\b{word}\b", value, text)
-
-
-def wrap(expr: str) -> str:
-    """``expr`` in parentheses where an operator would bind into it."""
-    try:
-        node = ast.parse(expr, mode="eval").body
-    except SyntaxError:
-        return f"({expr})"
-    if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.IfExp,
-                         ast.Lambda)):
-        return f"({expr})"
-    return expr
-
-
-def indent(lines: list[str]) -> list[str]:
-    return ["    " + line for line in lines]
 
 
 # Parameters: (name, probability, how to add it).

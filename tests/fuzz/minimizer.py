@@ -28,7 +28,8 @@ def minimize(program: Program, difference: Difference, seconds: float = 60.0) ->
     program = program.replace(calls=program.calls[:difference.call + 1])
     program = _fewer_calls(program, check, deadline)
     tried: set[tuple[str, tuple]] = set()
-    passes = (_delete_statements, _unwrap_statements, _drop_parameters, _simplify_expressions)
+    passes = (_delete_statements, _unwrap_statements, _drop_parameters, _drop_state_changes,
+              _simplify_expressions)
     progress = True
     while progress and time.monotonic() < deadline:
         progress = False
@@ -183,8 +184,8 @@ def _drop_parameters(program: Program) -> Iterator[Program]:
 def _drop_argument(variant: str, index: int | None = None, key: str | None = None) -> str:
     tree = ast.parse(variant)
     for stmt in tree.body:
-        if not isinstance(stmt, ast.Assign):
-            continue
+        if not isinstance(stmt, ast.Assign) or not isinstance(stmt.targets[0], ast.Name):
+            continue  # a state change before the call (Knob.scale = 3.0), not an argument
         target = stmt.targets[0].id
         if target == "args" and index is not None:
             del stmt.value.elts[index]
@@ -193,6 +194,19 @@ def _drop_argument(variant: str, index: int | None = None, key: str | None = Non
             del stmt.value.keys[i]
             del stmt.value.values[i]
     return ast.unparse(tree)
+
+
+def _drop_state_changes(program: Program) -> Iterator[Program]:
+    """Drop a change of the program's state that a variant makes before its call."""
+    for index, variant in enumerate(program.variants):
+        body = ast.parse(variant).body
+        for i, stmt in enumerate(body):
+            if isinstance(stmt, ast.Expr) or isinstance(stmt, ast.Assign) and isinstance(
+                    stmt.targets[0], ast.Name):
+                continue  # the seed and the arguments
+            text = ast.unparse(ast.Module(body=body[:i] + body[i + 1:], type_ignores=[]))
+            variants = program.variants[:index] + (text,) + program.variants[index + 1:]
+            yield program.replace(variants=variants)
 
 
 def _simplify_expressions(program: Program) -> Iterator[Program]:

@@ -2,15 +2,17 @@
 
 Each side gets its own copy of the program's module (so globals and class attributes are
 compared after every call) and its own copy of each call's arguments, built from the same seed.
-A call's outcome is its result or exception, what it printed, its arguments afterwards and the
-module's globals afterwards. The first call that differs gives the program's
-:class:`Difference`, in this order of severity: an internal graphlift error, a wrong exception,
-a wrong value, a wrong print, a wrong side effect.
+A call's outcome is its result or exception (with its ``__cause__`` and ``__context__``), what it
+printed, its arguments afterwards and the module's globals afterwards. The first call that
+differs gives the program's :class:`Difference`, in this order of severity: an internal
+graphlift error, a wrong exception, a wrong value, a wrong print, a wrong side effect, a second
+call that compiled again although it repeated the first on the same state.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import io
 import linecache
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import graphlift
+from graphlift import cache
 from graphlift.testing import CompileCounter
 
 from .compare import differences, program_state
@@ -40,6 +43,7 @@ KINDS = {
     "value": "wrong value",
     "print": "wrong print output",
     "side_effect": "wrong side effect (arguments or globals)",
+    "recompile": "an identical second call compiled again",
     "timeout": "timeout (eager finished)",
 }
 
@@ -73,6 +77,7 @@ class RunResult:
     eager_errors: int = 0  # calls where eager raised (the program meant to, or could not help it)
     calls: int = 0
     skipped: bool = False  # eager ran past the time limit
+    hit_checked: bool = False  # the second call repeated the first on equal state: must hit
     stats: dict = field(default_factory=dict)
 
 
@@ -176,16 +181,20 @@ def _run_calls(program: Program, result: RunResult, timeout: float) -> None:
     eager_fn = eager_ns[program.entry]
     backend = CompileCounter() if program.counter else "eager"
     compiled_fn = graphlift.compile(compiled_ns[program.entry], backend=backend)
+    states = []  # eager's program state before each call (after building its arguments)
     for index, variant in enumerate(program.calls):
         result.calls += 1
         started = time.perf_counter()
         try:
             with time_limit(timeout):
-                eager = invoke(eager_fn, *build_args(program, variant, eager_ns), eager_ns)
+                eager_args = build_args(program, variant, eager_ns)
+                states.append(_snapshot(eager_ns))
+                eager = invoke(eager_fn, *eager_args, eager_ns)
         except ProgramTimeout:  # the program itself is too slow: nothing to compare
             result.skipped = True
             return
         budget = max(timeout, 20 * (time.perf_counter() - started))
+        compiles = cache.accumulated_compiles()
         try:
             with time_limit(budget):
                 compiled = invoke(compiled_fn, *build_args(program, variant, compiled_ns),
@@ -195,6 +204,9 @@ def _run_calls(program: Program, result: RunResult, timeout: float) -> None:
             return
         result.eager_errors += eager.error is not None
         found = compare(eager, compiled, filename(program, "compiled"))
+        if not found and _repeats_first_call(program, index, states):
+            result.hit_checked = True
+            found = _cache_miss(cache.accumulated_compiles() - compiles)
         if found:
             outcome = type(eager.error).__name__ if eager.error else "returned"
             result.difference = dataclasses.replace(found, call=index, eager=outcome)
@@ -202,6 +214,28 @@ def _run_calls(program: Program, result: RunResult, timeout: float) -> None:
     stats = graphlift.stats(compiled_fn)
     result.stats = {"graphs": stats.graphs, "graph_breaks": stats.graph_breaks,
                     "eager_frames": stats.eager_frames, "compiles": stats.compiles}
+
+
+def _snapshot(namespace: dict) -> dict | None:
+    try:
+        return copy.deepcopy(program_state(namespace))
+    except Exception:  # state that cannot be copied: no cache-hit check for this program
+        return None
+
+
+def _repeats_first_call(program: Program, index: int, states: list) -> bool:
+    """Whether call ``index`` repeats the first call on the same program state (then it must
+    run from the cache: nothing a guard can read changed)."""
+    return (index == 1 and program.calls[0] == program.calls[1]
+            and states[0] is not None and states[1] is not None
+            and not differences(states[0], states[1], "state"))
+
+
+def _cache_miss(compiles: int) -> Difference | None:
+    if compiles == 0:
+        return None
+    return Difference("recompile", 0, f"{compiles} compiles on the second call, which "
+                      "repeated the first on the same program state", "recompile")
 
 
 # -- comparing outcomes ----------------------------------------------------------------------
@@ -215,7 +249,7 @@ def compare(eager: Outcome, compiled: Outcome, user_file: str) -> Difference | N
         problems += _alias_differences(eager, compiled)
         if problems:
             return Difference("value", 0, "\n".join(problems), "value: " + _shape(problems[0]))
-    if eager.stdout != compiled.stdout:
+    if _printed(eager.stdout) != _printed(compiled.stdout):
         return Difference("print", 0, f"printed {compiled.stdout!r}\n    eager   {eager.stdout!r}",
                           "print")
     problems = differences(eager.args, compiled.args, "arguments")
@@ -224,6 +258,12 @@ def compare(eager: Outcome, compiled: Outcome, user_file: str) -> Difference | N
         return Difference("side_effect", 0, "\n".join(problems),
                           "side effect: " + _shape(problems[0]))
     return None
+
+
+def _printed(text: str) -> str:
+    """Printed output without object addresses (``<generator object ... at 0x7f...>``), which
+    differ between any two runs."""
+    return re.sub(r" at 0x[0-9a-f]+", " at 0x…", text)
 
 
 def _compare_errors(e: BaseException | None, c: BaseException | None,
@@ -244,7 +284,22 @@ def _compare_errors(e: BaseException | None, c: BaseException | None,
         sig = (f"exception: compiled {type(c).__name__ if c else 'no error'}, "
                f"eager {type(e).__name__ if e else 'no error'}")
         return Difference("exception", 0, detail, sig)
+    if _chain(e) != _chain(c):
+        return Difference("exception", 0, f"compiled chain {_chain(c)}\n    eager    chain "
+                          f"{_chain(e)}", f"exception chain: {type(e).__name__}")
     return None
+
+
+def _chain(error: BaseException, depth: int = 4) -> list[tuple]:
+    """The exceptions chained to ``error`` (``from``: __cause__, implicit: __context__)."""
+    links: list[tuple] = []
+    while error is not None and len(links) < depth:
+        cause, context = error.__cause__, error.__context__
+        links.append((type(cause).__name__ if cause else None, _first_line(cause) if cause
+                      else "", type(context).__name__ if context else None,
+                      error.__suppress_context__))
+        error = cause or context
+    return links
 
 
 def graphlift_origin(error: BaseException, user_file: str) -> str | None:
