@@ -299,12 +299,41 @@ class SetMethodVariable(VariableTracker):
         return wrap_constant(result)
 
 
+class KeyedItems(dict):
+    """A dict tracker's items: a dict that counts the keys inserted into it.
+
+    An iterator over the dict needs to know whether a key went in while it was iterating, even
+    when the dict looks the same afterwards (``del d[k]; d[k] = v``): CPython's iterator then
+    depends on the real dict's hash table (see ``iterators.CheckedIteratorVariable``).
+    """
+
+    inserts = 0
+
+    def __setitem__(self, key: Any, value: VariableTracker) -> None:
+        if key not in self:
+            self.inserts += 1
+        super().__setitem__(key, value)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def __ior__(self, other: Any) -> KeyedItems:
+        self.update(other)
+        return self
+
+
 class DictVariable(VariableTracker):
     """A dict built in the frame, keyed by constants."""
 
     def __init__(self, items: dict[Any, VariableTracker], source=None) -> None:
         super().__init__(source)
-        self.items = dict(items)
+        self.items = KeyedItems(items)
 
     def describe(self) -> str:
         return f"{len(self.items)} keys"

@@ -161,8 +161,12 @@ class CheckedIteratorVariable(SteppedIteratorVariable):
     """``iter()`` of a dict, a dict view, a set or a deque: eager raises ``RuntimeError`` at the
     next step when the container changed size during the loop (for a deque: changed at all).
 
-    A dict whose keys changed but not their number is not followed: CPython's answer depends on
-    its hash table's layout, so the trace gives up rather than guess.
+    A dict or set that had a key put in during the loop and is back at its old size (``del d[0];
+    d[0] = 0``, ``s.remove(1); s.add(1)``) is not followed: what CPython's iterator does next
+    (``dictionary keys changed during iteration``, or which keys it still gives) depends on
+    whether the real hash table was resized, which the trace cannot know, so it gives up rather
+    than guess. Partial: the items of an object's ``__dict__`` count no insertions, so there
+    only a change in the keys' order is seen.
     """
 
     def __init__(self, container: VariableTracker, kind: str = "keys") -> None:
@@ -170,6 +174,8 @@ class CheckedIteratorVariable(SteppedIteratorVariable):
         self.container, self.kind = container, kind
         self.start = self._state()
         self.keys = self._keys()
+        self.start_items = container.items
+        self.start_inserts = getattr(container.items, "inserts", None)
         self.broken = False  # CPython's error is sticky: every later step raises again
 
     def _keys(self) -> list[Any]:
@@ -185,15 +191,24 @@ class CheckedIteratorVariable(SteppedIteratorVariable):
             return tuple(id(i) for i in items)
         return (len(items),)
 
+    def _key_put_in(self) -> bool:
+        """Whether a key may have gone into the dict or set since the loop began."""
+        items = self.container.items
+        if self.start_inserts is not None:
+            return items.inserts != self.start_inserts
+        if isinstance(self.container, SetVariable):
+            return items is not self.start_items  # every set method makes a new items dict
+        return self._keys() != self.keys
+
     def next_item(self) -> VariableTracker | None:
         if self.broken or self._state() != self.start:
             self.broken = True
             raise raise_real(RuntimeError(_changed_message(self.container)))
+        if not _is_deque(self.container) and self._key_put_in():
+            raise Unsupported("a key went into the dict or set during its iteration and its "
+                              "size is back: CPython's next step depends on its hash table")
         if self.index >= len(self.keys):
             return None
-        if self._keys()[:len(self.keys)] != self.keys:
-            raise Unsupported("the dict's keys changed (not their number) during iteration: "
-                              "CPython's answer depends on its hash table's layout")
         key = self.keys[self.index]
         self.index += 1
         if _is_deque(self.container):

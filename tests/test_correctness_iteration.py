@@ -1,0 +1,134 @@
+"""Dict and set iteration while the container changes, against eager (wrong results of round 3).
+
+Each case runs eagerly and under ``graphlift.compile`` on fresh arguments and compares the
+return value, printed output, the user's exception and the arguments afterwards; graph counts
+are compared with ``torch.compile``'s, recorded (tests/reference).
+
+PYTEST_DONT_REWRITE: the cases' bytecode must be what the user wrote.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+from reference import measure, recorded
+from test_correctness_values import assert_same_run, run, torch_compile_graphs
+
+import graphlift
+from graphlift.testing import CompileCounter
+
+
+def register(key: str, fn, make) -> None:
+    measure(f"correctness_iteration/{key}", functools.partial(torch_compile_graphs, fn, make))
+
+
+def compare_and_count(key: str, fn, make) -> None:
+    """Eager vs compiled twice, then graphlift's graphs vs torch.compile's."""
+    counter = CompileCounter()
+    compiled = graphlift.compile(fn, backend=counter)
+    for _ in range(2):
+        assert_same_run(run(fn, make()), run(compiled, make()))
+    assert counter.frame_count == recorded(f"correctness_iteration/{key}")
+
+
+# == a dict or set whose keys change during a loop ================================================
+def reinsert_last_key(x):
+    d = {0: 1, 1: 2}
+    for k in d:
+        if k == 1:
+            del d[1]
+            d[1] = 0  # the same keys, in the same order: CPython still finds a new entry
+        x = x + k
+    return x
+
+
+def replace_last_key(x):
+    d = {0: 1, 1: 2}
+    for k in d:
+        if k == 1:
+            del d[1]
+            d[2] = 0
+        x = x + k
+    return x
+
+
+def reinsert_first_key(x):
+    d = {0: 1, 1: 2}
+    for k in d:
+        del d[0]
+        d[0] = 0
+        x = x + k
+    return x
+
+
+def values_of_input(x, d):
+    for v in d.values():
+        if v == 2:
+            del d[1]
+            d[1] = 0
+        x = x + v
+    return x
+
+
+def items_of_input(x, d):
+    for k, v in d.items():
+        if k == 1:
+            del d[1]
+            d[1] = 5
+        x = x + v
+    return x
+
+
+def values_rewritten(x, d):
+    for k in d:
+        d[k] = d[k] * 2  # values only: the loop goes on
+    return x + d[0] + d[1], d
+
+
+def dict_grows(x):
+    d = {0: 1, 1: 2}
+    for k in d:
+        d[k + 10] = 0
+        x = x + k
+    return x
+
+
+def set_grows(x):
+    s = {0, 1}
+    for k in s:
+        s.add(k + 10)
+        x = x + k
+    return x
+
+
+def set_readds(x):
+    s = {0, 1}
+    for k in s:
+        if k == 1:
+            s.remove(1)
+            s.add(1)
+        x = x + k
+    return x
+
+
+ITERATION = {
+    "reinsert_last_key": (reinsert_last_key, lambda: (torch.ones(2),)),
+    "replace_last_key": (replace_last_key, lambda: (torch.ones(2),)),
+    "reinsert_first_key": (reinsert_first_key, lambda: (torch.ones(2),)),
+    "values_of_input": (values_of_input, lambda: (torch.ones(2), {0: 1, 1: 2})),
+    "items_of_input": (items_of_input, lambda: (torch.ones(2), {0: 1, 1: 2})),
+    "values_rewritten": (values_rewritten, lambda: (torch.ones(2), {0: 1, 1: 2})),
+    "dict_grows": (dict_grows, lambda: (torch.ones(2),)),
+    "set_grows": (set_grows, lambda: (torch.ones(2),)),
+    "set_readds": (set_readds, lambda: (torch.ones(2),)),
+}
+for _key, (_fn, _make) in ITERATION.items():
+    register(f"mutated/{_key}", _fn, _make)
+
+
+@pytest.mark.parametrize("key", list(ITERATION))
+def test_container_changed_during_iteration(key):
+    fn, make = ITERATION[key]
+    compare_and_count(f"mutated/{key}", fn, make)
