@@ -10,6 +10,7 @@ PYTEST_DONT_REWRITE: the cases' bytecode must be what the user wrote.
 from __future__ import annotations
 
 import functools
+import sys
 
 import pytest
 import torch
@@ -132,3 +133,61 @@ for _key, (_fn, _make) in ITERATION.items():
 def test_container_changed_during_iteration(key):
     fn, make = ITERATION[key]
     compare_and_count(f"mutated/{key}", fn, make)
+
+
+# == ranges: O(1), as CPython's =================================================================
+def range_len_overflows(x):
+    return x + len(range(-sys.maxsize, sys.maxsize))
+
+
+def huge_range_queries(x):
+    r = range(0, 10**18, 3)
+    return x + (3 * 10**16 in r), r.index(3 * 10**16), r[10**16], len(r[::7]), r[-1]
+
+
+def huge_range_loop(x):
+    for i in range(10**15):
+        if i > 3:
+            break
+        x = x + i
+    return x
+
+
+def huge_reversed_range(x):
+    total = 0
+    for i in reversed(range(3, 10**12, 7)):
+        total = total + i
+        if total > 10**12:
+            break
+    return x + total
+
+
+def range_iterator_returned(x):
+    it = iter(range(2, 10**12))
+    next(it)
+    return x + next(it), it
+
+
+RANGES = {
+    "len_overflows": range_len_overflows,
+    "queries": huge_range_queries,
+    "loop": huge_range_loop,
+    "reversed": huge_reversed_range,
+    "iterator_returned": range_iterator_returned,
+}
+for _key, _fn in RANGES.items():
+    register(f"range/{_key}", _fn, lambda: (torch.ones(2),))
+
+
+@pytest.mark.parametrize("key", list(RANGES))
+def test_range_is_constant_time(key):
+    fn = RANGES[key]
+    if key != "iterator_returned":
+        return compare_and_count(f"range/{key}", fn, lambda: (torch.ones(2),))
+    counter = CompileCounter()  # the iterator is rebuilt after the graph: its next items
+    compiled = graphlift.compile(fn, backend=counter)
+    for _ in range(2):
+        (eager, left), (ours, ours_left) = fn(torch.ones(2)), compiled(torch.ones(2))
+        assert torch.equal(eager, ours) and type(left) is type(ours_left)
+        assert [next(left), next(left)] == [next(ours_left), next(ours_left)] == [4, 5]
+    assert counter.frame_count == recorded(f"correctness_iteration/range/{key}")

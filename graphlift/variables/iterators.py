@@ -20,7 +20,9 @@ list                  :class:`ListIteratorVariable`: reads the list's items at e
 dict, its views, a    :class:`CheckedIteratorVariable`: raises eager's ``RuntimeError`` when the
 set, a deque          container changes size during the loop (values are read at each step)
 an iterator           itself (a generator, ``zip``, ``enumerate``: each steps when asked)
-anything else         :class:`IteratorVariable` over its items, taken at once (tuples, ranges,
+a range               :class:`RangeIteratorVariable`: the rest of the range, stepped (never
+                      listed, so its size does not matter)
+anything else         :class:`IteratorVariable` over its items, taken at once (tuples,
                       strings, tensors: nothing can change them)
 ====================  ==========================================================================
 """
@@ -137,6 +139,24 @@ def resumed_list_iterator(items: list, index: int, exhausted: bool) -> Any:
     for _ in range(index):
         next(iterator, None)
     return iterator
+
+
+class RangeIteratorVariable(SteppedIteratorVariable):
+    """``iter(range)`` and ``reversed(range)``: the range not yet given, one step at a time, so
+    a huge range costs nothing until stepped (``for i in range(10**12): ... break``)."""
+
+    def __init__(self, rest: range) -> None:
+        super().__init__([])
+        self.rest = rest
+
+    def next_item(self) -> VariableTracker | None:
+        if not self.rest:
+            return None
+        item, self.rest = self.rest[0], self.rest[1:]
+        return ConstantVariable(item)
+
+    def reconstruct(self, codegen: Codegen) -> str:
+        return codegen.remember(self, lambda cg: f"iter({cg.constant(self.rest)})")
 
 
 class ReversedListIteratorVariable(SteppedIteratorVariable):
@@ -275,6 +295,8 @@ def iterator_of(tx, value: VariableTracker) -> IteratorVariable:
         return CheckedIteratorVariable(value)
     if isinstance(value, ListVariable):
         return ListIteratorVariable(value)
+    if isinstance(value, ConstantVariable) and type(value.value) is range:
+        return RangeIteratorVariable(value.value)
     if isinstance(value, DictViewVariable):
         return CheckedIteratorVariable(value.dict, value.kind)
     if isinstance(value, (DictVariable, SetVariable)):
