@@ -1,4 +1,5 @@
-"""Dict and set iteration while the container changes, against eager (wrong results of round 3).
+"""Dict and set iteration while the container changes, ranges, and with blocks whose body raises
+while traced, against eager.
 
 Each case runs eagerly and under ``graphlift.compile`` on fresh arguments and compares the
 return value, printed output, the user's exception and the arguments afterwards; graph counts
@@ -9,6 +10,7 @@ PYTEST_DONT_REWRITE: the cases' bytecode must be what the user wrote.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 
@@ -191,3 +193,99 @@ def test_range_is_constant_time(key):
         assert torch.equal(eager, ours) and type(left) is type(ours_left)
         assert [next(left), next(left)] == [next(ours_left), next(ours_left)] == [4, 5]
     assert counter.frame_count == recorded(f"correctness_iteration/range/{key}")
+
+
+# == a with block whose body fails at an operation the trace stops at ==========================
+LOG: list = []
+
+
+class Logged:
+    def __enter__(self):
+        LOG.append("enter")
+        return self
+
+    def __exit__(self, kind, value, tb):
+        LOG.append(("exit", kind.__name__ if kind else None))
+        return False
+
+
+class Swallowed(Logged):
+    def __exit__(self, kind, value, tb):
+        super().__exit__(kind, value, tb)
+        return True
+
+
+def add(a, b):
+    return a + b
+
+
+def suppressed_view(x):
+    with contextlib.suppress(RuntimeError):
+        x = x.view(4, -1)
+    return x + 1
+
+
+def suppressed_tensor_condition(x):
+    with contextlib.suppress(RuntimeError):
+        if x > 0:
+            x = x + 1
+    return x * 2
+
+
+def suppressed_missing_argument(x):
+    with contextlib.suppress(TypeError):
+        x = add(x)
+    return x * 2
+
+
+def logged_view(x):
+    with Logged():
+        x = x.view(4, -1)
+    return x
+
+
+def swallowed_tensor_condition(x):
+    with Swallowed():
+        if x > 0:
+            x = x + 1
+    return x * 2, list(LOG)
+
+
+def grad_mode_condition(x):
+    with torch.no_grad():
+        if x.sum() > 0:  # a grad-mode block still splits the frame
+            x = x + 1
+    return x * 2
+
+
+WITH_BLOCKS = {
+    "suppressed_view": suppressed_view,
+    "suppressed_tensor_condition": suppressed_tensor_condition,
+    "suppressed_missing_argument": suppressed_missing_argument,
+    "logged_view": logged_view,
+    "swallowed_tensor_condition": swallowed_tensor_condition,
+    "grad_mode_condition": grad_mode_condition,
+}
+
+
+def _fresh_log() -> tuple:
+    LOG.clear()
+    return (torch.ones(6),)
+
+
+for _key, _fn in WITH_BLOCKS.items():
+    register(f"with/{_key}", _fn, _fresh_log)
+
+
+@pytest.mark.parametrize("key", list(WITH_BLOCKS))
+def test_with_block_exit_sees_the_error(key):
+    fn = WITH_BLOCKS[key]
+    counter = CompileCounter()
+    compiled = graphlift.compile(fn, backend=counter)
+    for _ in range(2):
+        eager = run(fn, _fresh_log())
+        eager_log = list(LOG)
+        ours = run(compiled, _fresh_log())
+        assert_same_run(eager, ours)
+        assert LOG == eager_log, "__exit__ calls differ"
+    assert counter.frame_count == recorded(f"correctness_iteration/with/{key}")
