@@ -886,13 +886,16 @@ class InstructionTranslator:
         if op is operator.imul and isinstance(left, ListVariable) and right.is_constant() and \
                 isinstance(right.as_constant(), int):
             left.check_mutable(self)
-            left.items[:] = left.items * right.as_constant()  # list.__imul__: the same list
+            try:
+                left.items[:] = left.items * right.as_constant()  # list.__imul__: the same list
+            except (MemoryError, OverflowError) as error:  # [1] * 2**62: the program's error
+                raise raise_real(error) from error
             return left
         if op in (operator.mul, operator.imul) and right.is_constant():
             try:
                 return type(left)(left.items * right.as_constant())
-            except TypeError as error:  # [1] * "a": the program's own TypeError
-                raise raise_real(error) from error
+            except (TypeError, MemoryError, OverflowError) as error:  # [1] * "a", [1] * 2**62
+                raise raise_real(error) from error  # the program's own error
         raise Unsupported(f"operator {op.__name__} on {left!r} and {right!r}")
 
     def dict_op(self, op: Any, left: DictVariable, right: DictVariable) -> VariableTracker:

@@ -289,3 +289,55 @@ def test_with_block_exit_sees_the_error(key):
         assert_same_run(eager, ours)
         assert LOG == eager_log, "__exit__ calls differ"
     assert counter.frame_count == recorded(f"correctness_iteration/with/{key}")
+
+
+# == what graphlift failed on internally: eager's value or the program's own error =============
+def to_python_bool(x):
+    return (x * 2).to(bool)
+
+
+def python_dtypes(x):
+    return torch.zeros(2, dtype=int) + x.sum(), x.to(dtype=float), torch.ones(2, dtype=complex)
+
+
+def unhashable_get(x):
+    return x + {1: 2}.get([1])
+
+
+def unhashable_subscript(x):
+    return x + {1: 2}[[1]]
+
+
+def huge_repeat(x):
+    return x + len([1] * (sys.maxsize // 2))
+
+
+def huge_inplace_repeat(x):
+    items = [1]
+    items *= sys.maxsize // 2
+    return x + len(items)
+
+
+INTERNAL = {
+    "to_python_bool": to_python_bool,
+    "python_dtypes": python_dtypes,
+    "unhashable_get": unhashable_get,
+    "unhashable_subscript": unhashable_subscript,
+    "huge_repeat": huge_repeat,
+    "huge_inplace_repeat": huge_inplace_repeat,
+}
+for _key, _fn in INTERNAL.items():
+    register(f"internal/{_key}", _fn, lambda: (torch.ones(2),))
+
+
+@pytest.mark.parametrize("key", list(INTERNAL))
+def test_no_internal_error(key):
+    fn = INTERNAL[key]
+    compare_and_count(f"internal/{key}", fn, lambda: (torch.ones(2),))
+    whole = graphlift.compile(fn, backend=CompileCounter(), fullgraph=True)
+    eager = run(fn, (torch.ones(2),))
+    if eager.error is None:  # traced whole, as torch.compile traces it
+        assert_same_run(eager, run(whole, (torch.ones(2),)))
+    else:  # the program's error, reported as such (not graphlift's InternalError)
+        with pytest.raises(graphlift.Unsupported, match=eager.error[0].__name__):
+            whole(torch.ones(2))

@@ -357,7 +357,7 @@ class DictVariable(VariableTracker):
         return self.items
 
     def getitem(self, tx, index: VariableTracker) -> VariableTracker:
-        key = index.as_constant()
+        key = hashable_key(index)
         if key not in self.items:
             raise raise_real(KeyError(key))
         return self.items[key]
@@ -384,6 +384,16 @@ class DictVariable(VariableTracker):
         self.mutated = True
 
 
+def hashable_key(key: VariableTracker) -> Any:
+    """A dict key's value; eager's ``TypeError: unhashable type`` for a list, a dict..."""
+    value = key.as_constant()
+    try:
+        hash(value)
+    except TypeError as error:
+        raise raise_real(error) from error
+    return value
+
+
 class DictMethodVariable(VariableTracker):
     """Methods of a dict of trackers."""
 
@@ -391,9 +401,14 @@ class DictMethodVariable(VariableTracker):
         super().__init__()
         self.obj, self.name = obj, name
 
+    # Methods whose first argument is a key: an unhashable one is the program's TypeError.
+    KEYED = frozenset({"get", "__contains__", "setdefault", "pop", "__getitem__"})
+
     def call(self, tx, args, kwargs):
         items = self.obj.items
         name = self.name
+        if name in self.KEYED and args:
+            hashable_key(args[0])
         if name in ("keys", "values", "items"):
             return DictViewVariable(self.obj, name)
         if name == "get":
