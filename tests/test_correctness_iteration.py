@@ -341,3 +341,67 @@ def test_no_internal_error(key):
     else:  # the program's error, reported as such (not graphlift's InternalError)
         with pytest.raises(graphlift.Unsupported, match=eager.error[0].__name__):
             whole(torch.ones(2))
+
+
+# == generator.close(): what the generator does on GeneratorExit ===============================
+def returns_on_exit(log):
+    try:
+        yield 1
+    except GeneratorExit:
+        log.append("closing")
+        return 42  # close() returns it on 3.13, None before
+
+
+def reraises_on_exit(log):
+    try:
+        yield 1
+    except GeneratorExit:
+        log.append("closing")
+        raise
+
+
+def finally_on_exit(log):
+    try:
+        yield 1
+        yield 2
+    finally:
+        log.append("finally")
+
+
+def close_returned(x):
+    log = []
+    gen = returns_on_exit(log)
+    next(gen)
+    return x + 1, gen.close(), gen.close(), log
+
+
+def close_reraised(x):
+    log = []
+    gen = reraises_on_exit(log)
+    next(gen)
+    return x + 1, gen.close(), log
+
+
+def close_finally(x):
+    log = []
+    gen = finally_on_exit(log)
+    next(gen)
+    closed = gen.close()
+    return x + len(log), closed, log, next(gen, "done")
+
+
+def close_unstarted(x):
+    log = []
+    gen = returns_on_exit(log)
+    return x + 1, gen.close(), log
+
+
+CLOSE = {"returned": close_returned, "reraised": close_reraised, "finally": close_finally,
+         "unstarted": close_unstarted}
+for _key, _fn in CLOSE.items():
+    register(f"close/{_key}", _fn, lambda: (torch.ones(2),))
+
+
+@pytest.mark.parametrize("key", list(CLOSE))
+def test_generator_close(key):
+    compare_and_count(f"close/{key}", CLOSE[key], lambda: (torch.ones(2),))

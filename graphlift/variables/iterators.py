@@ -441,20 +441,23 @@ class GeneratorVariable(IteratorVariable):
             raise self._leaving(TracedException(exception))
         return self._run(lambda: self.frame.throw_into_generator(exception))
 
-    def close(self) -> None:
-        """``gen.close()``: GeneratorExit at the yield; the frame must not yield again."""
+    def close(self) -> VariableTracker:
+        """``gen.close()``: GeneratorExit at the yield; the frame must not yield again. What
+        ``close()`` returns: None, or on 3.13 what the generator returned on GeneratorExit."""
         if self.state in (GeneratorState.CREATED, GeneratorState.CLOSED):
             self._check_usable()
             self.state = GeneratorState.CLOSED
-            return
+            return ConstantVariable(None)
         try:
             item = self.throw_item(ExceptionVariable(GeneratorExit, []))
         except TracedException as error:
             if issubclass(error.cls, (GeneratorExit, StopIteration)):
-                return
+                return ConstantVariable(None)
             raise
         if item is not None:
             raise raise_real(RuntimeError("generator ignored GeneratorExit"))
+        returned = self.returned if CLOSE_RETURNS_VALUE[bytecode.VERSION] else None
+        return returned if returned is not None else ConstantVariable(None)
 
     def _check_usable(self) -> None:
         if self.state is GeneratorState.RUNNING:
@@ -535,6 +538,10 @@ def closed_generator(generator: types.GeneratorType) -> types.GeneratorType:
 ITERATOR_METHODS = frozenset({"__next__", "__iter__"})
 GENERATOR_METHODS = frozenset({"send", "throw", "close"})
 
+# Whether ``generator.close()`` returns the value the generator returned on GeneratorExit
+# (new in 3.13; before, close() always returns None).
+CLOSE_RETURNS_VALUE = {(3, 10): False, (3, 11): False, (3, 12): False, (3, 13): True}
+
 
 class GeneratorMethodVariable(VariableTracker):
     """``gen.send``, ``gen.throw``, ``gen.close``, ``gen.__next__`` and ``gen.__iter__``."""
@@ -556,8 +563,7 @@ class GeneratorMethodVariable(VariableTracker):
         if self.name == "__iter__":
             return generator
         if self.name == "close":
-            generator.close()
-            return ConstantVariable(None)
+            return generator.close()
         if self.name == "throw":
             item = generator.throw_item(thrown_exception(args))
         else:
