@@ -56,7 +56,7 @@ from graphlift.variables.containers import (
     TupleVariable,
     mapping_pairs,
 )
-from graphlift.variables.exceptions import ExceptionVariable, tracker_of
+from graphlift.variables.exceptions import ExceptionVariable, set_cause, tracker_of
 from graphlift.variables.functions import (
     BaseUserFunctionVariable,
     CellVariable,
@@ -1236,7 +1236,7 @@ class InstructionTranslator:
         if not isinstance(exception, ExceptionVariable):
             raise Unsupported(f"raise of {exception!r}")
         if cause is not None:
-            exception.cause = cause
+            set_cause(exception, cause)
         exception.context = self.current_exception  # raised while handling another one
         raise TracedException(exception)
 

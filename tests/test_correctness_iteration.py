@@ -405,3 +405,70 @@ for _key, _fn in CLOSE.items():
 @pytest.mark.parametrize("key", list(CLOSE))
 def test_generator_close(key):
     compare_and_count(f"close/{key}", CLOSE[key], lambda: (torch.ones(2),))
+
+
+# == raise ... from: the cause as CPython sets it ===============================================
+class OwnError(Exception):
+    pass
+
+
+def cause_from_class(x):
+    try:
+        raise IndexError from KeyError  # the cause is KeyError(), an instance
+    except IndexError as error:
+        return x + 1, type(error.__cause__).__name__, error.__cause__.args, \
+            error.__suppress_context__
+
+
+def cause_from_int(x):
+    raise IndexError from 5  # eager: TypeError, causes must derive from BaseException
+
+
+def cause_from_none(x):
+    try:
+        try:
+            raise KeyError
+        except KeyError:
+            raise IndexError from None
+    except IndexError as error:
+        return x + 1, error.__cause__, error.__suppress_context__, \
+            type(error.__context__).__name__
+
+
+def cause_from_instance(x):
+    try:
+        raise IndexError("i") from OwnError("own")
+    except IndexError as error:
+        return x + 1, type(error.__cause__).__name__, error.__cause__.args, \
+            error.__suppress_context__
+
+
+def context_only(x):
+    try:
+        try:
+            raise KeyError
+        except KeyError:
+            raise IndexError  # noqa: B904 (the context alone is what this case checks)
+    except IndexError as error:
+        return x + 1, error.__cause__, error.__suppress_context__, \
+            type(error.__context__).__name__
+
+
+CAUSES = {"from_class": cause_from_class, "from_int": cause_from_int,
+          "from_none": cause_from_none, "from_instance": cause_from_instance,
+          "context_only": context_only}
+for _key, _fn in CAUSES.items():
+    register(f"cause/{_key}", _fn, lambda: (torch.ones(2),))
+
+
+@pytest.mark.parametrize("key", list(CAUSES))
+def test_exception_cause(key):
+    fn = CAUSES[key]
+    compare_and_count(f"cause/{key}", fn, lambda: (torch.ones(2),))
+    eager = run(fn, (torch.ones(2),))
+    whole = graphlift.compile(fn, backend=CompileCounter(), fullgraph=True)
+    if eager.error is None:  # traced whole
+        assert_same_run(eager, run(whole, (torch.ones(2),)))
+    else:
+        with pytest.raises(graphlift.Unsupported, match="exception causes must derive"):
+            whole(torch.ones(2))
