@@ -698,12 +698,14 @@ class InstructionTranslator:
         code = self.pop().as_constant()
         flags = inst.arg or 0  # 3.13 has no flags: SET_FUNCTION_ATTRIBUTE follows instead
         closure = self.pop() if flags & 0x08 else None
-        if flags & 0x04:
-            self.pop()  # annotations: not needed to run the function
+        annotations = self.pop() if flags & 0x04 else None
         kwdefaults = self.pop() if flags & 0x02 else None
         defaults = self.pop() if flags & 0x01 else None
-        self.push(NestedFunctionVariable(code, self.f_globals, defaults, kwdefaults, closure,
-                                         self.globals_source))
+        fn = NestedFunctionVariable(code, self.f_globals, defaults, kwdefaults, closure,
+                                    self.globals_source)
+        if annotations is not None:
+            fn.set_function_attribute(0x04, annotations)
+        self.push(fn)
 
     def MAKE_FUNCTION_310(self, inst: Instruction) -> None:
         # 3.10 has the qualified name above the code (3.11's code objects carry it).

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
+import typing
 
 import pytest
 import torch
@@ -472,3 +473,24 @@ def test_exception_cause(key):
     else:
         with pytest.raises(graphlift.Unsupported, match="exception causes must derive"):
             whole(torch.ones(2))
+
+
+# == a function made in the frame keeps its annotations when made anew after the graph ==========
+def annotated_typing(x):
+    # Strings under this module's ``from __future__ import annotations``, as they are written.
+    def inner(y: typing.Optional[torch.Tensor] = None, *, k: int = 1) -> typing.Any:  # noqa: UP045
+        return y
+
+    y = inner(x) + 1
+    print("a graph break: inner is made anew after the graph")
+    return y, inner.__annotations__, inner.__kwdefaults__
+
+
+ANNOTATED = {"typing": annotated_typing}
+for _key, _fn in ANNOTATED.items():
+    register(f"annotations/{_key}", _fn, lambda: (torch.ones(2),))
+
+
+@pytest.mark.parametrize("key", list(ANNOTATED))
+def test_annotations_of_a_function_made_in_the_frame(key):
+    compare_and_count(f"annotations/{key}", ANNOTATED[key], lambda: (torch.ones(2),))
