@@ -29,7 +29,7 @@ import torch
 
 from graphlift import bytecode
 from graphlift.exc import Unsupported
-from graphlift.resume import ResumeKey, local_cells
+from graphlift.resume import ResumeKey, local_cells, with_exit_slots
 from graphlift.side_effects import ErrorReplay, SideEffects
 from graphlift.sources import FN_NAME, Source
 from graphlift.trace_rules import DISABLED, TORCH_DISABLED, TORCH_DISALLOWED
@@ -439,12 +439,27 @@ class BreakTail:
         """``lines`` inside a grad-mode with block open at the break: whatever raises in them
         (the eager instruction, the test, the resume function or its compile) leaves the frame
         through the block's exit, so the mode from before the outermost block comes back."""
+        self._check_with_blocks(below)
         previous = _outer_grad_mode(below)
         if previous is None:
             return lines
         setter = self.codegen.constant(torch._C._set_grad_enabled)
         return ["try:", *(f"    {line}" for line in lines), "except BaseException:",
                 f"    {setter}({previous})", "    raise"]
+
+    def _check_with_blocks(self, below: list) -> None:
+        """Refuse the split inside a ``with`` block other than a grad-mode one: what the eager
+        instruction raises would leave the run function without that block's ``__exit__``
+        (which may swallow it or log it), so the whole frame runs eagerly instead."""
+        for slot in with_exit_slots(self.tracer.code, self.break_state.inst.offset):
+            exit_fn = below[slot] if slot < len(below) else None
+            if not (isinstance(exit_fn, ContextMethodVariable)
+                    and isinstance(exit_fn.manager, GradModeVariable)):
+                error = Unsupported(f"a graph break inside the with block of {exit_fn!r}: its "
+                                    "__exit__ would not see what the instruction raises")
+                error.not_resumable = "the break is inside a with block of a context manager " \
+                                      "other than grad mode"
+                raise error
 
     def _resume_call(self, offset: int, below: list, result: str | None) -> str:
         """``__gl_resume(__gl_fn, <every local>, <stack values>, <local cells>)``."""

@@ -156,7 +156,8 @@ def _convert(fn: types.FunctionType, state: ExtraState, args: tuple, options: Co
             try:
                 return attempt.compile(break_at=error.root_offset, error=error)
             except Unsupported as second:
-                error, reason = second, "a second break before the first one"
+                error, reason = second, getattr(second, "not_resumable",
+                                                "a second break before the first one")
         outcome = f"the whole frame runs eagerly ({reason})"
         return _eager_entry(fn, state, signature, attempt.guards, compile_id, options, error,
                             outcome, wrappers)

@@ -132,6 +132,19 @@ def _is_with_handler(code: types.CodeType, target: int) -> bool:
     return False
 
 
+def with_exit_slots(code: types.CodeType, offset: int) -> list[int]:
+    """The stack index of the ``__exit__`` of each ``with`` block open at ``offset``."""
+    if bytecode.VERSION == (3, 10):
+        return [block.level - 1 for block in _block_stacks_310(code).get(offset, ())
+                if block.kind == "with"]
+    extents: dict[int, tuple[int, int, int]] = {}
+    for entry in bytecode.exception_table(code):
+        if _is_with_handler(code, entry.target):
+            low, high, depth = extents.get(entry.target, (entry.start, entry.end, entry.depth))
+            extents[entry.target] = (min(low, entry.start), max(high, entry.end), depth)
+    return sorted(depth - 1 for low, high, depth in extents.values() if low <= offset < high)
+
+
 def local_cells(code: types.CodeType) -> tuple[str, ...]:
     """Cell variables that are not arguments: they get parameters of their own when resuming."""
     return tuple(name for name in code.co_cellvars if name not in code.co_varnames)

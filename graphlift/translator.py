@@ -56,7 +56,7 @@ from graphlift.variables.containers import (
     TupleVariable,
     mapping_pairs,
 )
-from graphlift.variables.exceptions import ExceptionVariable, tracker_of
+from graphlift.variables.exceptions import ExceptionVariable, set_cause, tracker_of
 from graphlift.variables.functions import (
     BaseUserFunctionVariable,
     CellVariable,
@@ -703,12 +703,14 @@ class InstructionTranslator:
         code = self.pop().as_constant()
         flags = inst.arg or 0  # 3.13 has no flags: SET_FUNCTION_ATTRIBUTE follows instead
         closure = self.pop() if flags & 0x08 else None
-        if flags & 0x04:
-            self.pop()  # annotations: not needed to run the function
+        annotations = self.pop() if flags & 0x04 else None
         kwdefaults = self.pop() if flags & 0x02 else None
         defaults = self.pop() if flags & 0x01 else None
-        self.push(NestedFunctionVariable(code, self.f_globals, defaults, kwdefaults, closure,
-                                         self.globals_source))
+        fn = NestedFunctionVariable(code, self.f_globals, defaults, kwdefaults, closure,
+                                    self.globals_source)
+        if annotations is not None:
+            fn.set_function_attribute(0x04, annotations)
+        self.push(fn)
 
     def MAKE_FUNCTION_310(self, inst: Instruction) -> None:
         # 3.10 has the qualified name above the code (3.11's code objects carry it).
@@ -891,13 +893,16 @@ class InstructionTranslator:
         if op is operator.imul and isinstance(left, ListVariable) and right.is_constant() and \
                 isinstance(right.as_constant(), int):
             left.check_mutable(self)
-            left.items[:] = left.items * right.as_constant()  # list.__imul__: the same list
+            try:
+                left.items[:] = left.items * right.as_constant()  # list.__imul__: the same list
+            except (MemoryError, OverflowError) as error:  # [1] * 2**62: the program's error
+                raise raise_real(error) from error
             return left
         if op in (operator.mul, operator.imul) and right.is_constant():
             try:
                 return type(left)(left.items * right.as_constant())
-            except TypeError as error:  # [1] * "a": the program's own TypeError
-                raise raise_real(error) from error
+            except (TypeError, MemoryError, OverflowError) as error:  # [1] * "a", [1] * 2**62
+                raise raise_real(error) from error  # the program's own error
         raise Unsupported(f"operator {op.__name__} on {left!r} and {right!r}")
 
     def dict_op(self, op: Any, left: DictVariable, right: DictVariable) -> VariableTracker:
@@ -1238,7 +1243,7 @@ class InstructionTranslator:
         if not isinstance(exception, ExceptionVariable):
             raise Unsupported(f"raise of {exception!r}")
         if cause is not None:
-            exception.cause = cause
+            set_cause(exception, cause)
         exception.context = self.current_exception  # raised while handling another one
         raise TracedException(exception)
 

@@ -49,6 +49,7 @@ from graphlift.variables.iterators import (
     GeneratorVariable,
     IteratorVariable,
     LazyIteratorVariable,
+    RangeIteratorVariable,
     ReversedListIteratorVariable,
     ZipIteratorVariable,
     iterator_of,
@@ -79,6 +80,8 @@ def _len(tx, args, kwargs):
         if obj.fake.dim() == 0:
             raise Unsupported("len() of a 0-d tensor", break_type="user_exception")
         return size_variable(tx, obj, 0)  # symbolic when dimension 0 is dynamic
+    if isinstance(obj, ConstantVariable) and type(obj.value) is range:
+        return fold(len, args, kwargs)  # O(1), and eager's OverflowError past sys.maxsize
     return ConstantVariable(len(obj.unpack(tx)))
 
 
@@ -340,6 +343,8 @@ def _reversed(tx, args, kwargs):
         return ReversedListIteratorVariable(seq)  # live: the loop body may change the list
     if isinstance(seq, UserObjectVariable):
         return _reversed_protocol(tx, seq)
+    if isinstance(seq, ConstantVariable) and type(seq.value) is range:
+        return RangeIteratorVariable(seq.value[::-1])  # O(1), as CPython's
     return _iterator(list(reversed(_items(tx, seq))))
 
 

@@ -299,12 +299,41 @@ class SetMethodVariable(VariableTracker):
         return wrap_constant(result)
 
 
+class KeyedItems(dict):
+    """A dict tracker's items: a dict that counts the keys inserted into it.
+
+    An iterator over the dict needs to know whether a key went in while it was iterating, even
+    when the dict looks the same afterwards (``del d[k]; d[k] = v``): CPython's iterator then
+    depends on the real dict's hash table (see ``iterators.CheckedIteratorVariable``).
+    """
+
+    inserts = 0
+
+    def __setitem__(self, key: Any, value: VariableTracker) -> None:
+        if key not in self:
+            self.inserts += 1
+        super().__setitem__(key, value)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def __ior__(self, other: Any) -> KeyedItems:
+        self.update(other)
+        return self
+
+
 class DictVariable(VariableTracker):
     """A dict built in the frame, keyed by constants."""
 
     def __init__(self, items: dict[Any, VariableTracker], source=None) -> None:
         super().__init__(source)
-        self.items = dict(items)
+        self.items = KeyedItems(items)
 
     def describe(self) -> str:
         return f"{len(self.items)} keys"
@@ -328,7 +357,7 @@ class DictVariable(VariableTracker):
         return self.items
 
     def getitem(self, tx, index: VariableTracker) -> VariableTracker:
-        key = index.as_constant()
+        key = hashable_key(index)
         if key not in self.items:
             raise raise_real(KeyError(key))
         return self.items[key]
@@ -355,6 +384,16 @@ class DictVariable(VariableTracker):
         self.mutated = True
 
 
+def hashable_key(key: VariableTracker) -> Any:
+    """A dict key's value; eager's ``TypeError: unhashable type`` for a list, a dict..."""
+    value = key.as_constant()
+    try:
+        hash(value)
+    except TypeError as error:
+        raise raise_real(error) from error
+    return value
+
+
 class DictMethodVariable(VariableTracker):
     """Methods of a dict of trackers."""
 
@@ -362,9 +401,14 @@ class DictMethodVariable(VariableTracker):
         super().__init__()
         self.obj, self.name = obj, name
 
+    # Methods whose first argument is a key: an unhashable one is the program's TypeError.
+    KEYED = frozenset({"get", "__contains__", "setdefault", "pop", "__getitem__"})
+
     def call(self, tx, args, kwargs):
         items = self.obj.items
         name = self.name
+        if name in self.KEYED and args:
+            hashable_key(args[0])
         if name in ("keys", "values", "items"):
             return DictViewVariable(self.obj, name)
         if name == "get":

@@ -17,6 +17,7 @@ class ExceptionVariable(VariableTracker):
         self.args = list(args)
         self.cause: VariableTracker | None = None  # raise ... from cause
         self.context: VariableTracker | None = None  # the exception being handled when raised
+        self.suppress_context = False  # raise ... from (anything, None included)
 
     def describe(self) -> str:
         return self.cls.__name__
@@ -30,6 +31,8 @@ class ExceptionVariable(VariableTracker):
         if name in ("__cause__", "__context__"):
             value = self.cause if name == "__cause__" else self.context
             return value if value is not None else ConstantVariable(None)
+        if name == "__suppress_context__":
+            return ConstantVariable(self.suppress_context)
         raise Unsupported(f"attribute {name!r} of a traced exception")
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
@@ -53,6 +56,24 @@ class ExceptionVariable(VariableTracker):
             return self.cls(*(a.as_constant() for a in self.args))
         except Unsupported:
             return self.cls()
+
+
+def set_cause(exception: ExceptionVariable, cause: VariableTracker) -> None:
+    """``raise exception from cause``, as CPython sets it: a class is instantiated, None
+    only suppresses the context, anything else is eager's TypeError."""
+    if cause.is_constant() and cause.as_constant() is None:
+        exception.cause = None
+    elif isinstance(cause, ExceptionVariable):
+        exception.cause = cause
+    elif cause.is_constant() and isinstance(cause.as_constant(), type) and \
+            issubclass(cause.as_constant(), BaseException):
+        exception.cause = ExceptionVariable(cause.as_constant(), [])
+    elif cause.is_constant():  # raise ... from 5
+        raise TracedException(ExceptionVariable(
+            TypeError, [ConstantVariable("exception causes must derive from BaseException")]))
+    else:
+        raise Unsupported(f"raise ... from {cause!r}")
+    exception.suppress_context = True
 
 
 def tracker_of(error: TracedException) -> ExceptionVariable:

@@ -24,7 +24,7 @@ from graphlift.sources import (
     Source,
 )
 from graphlift.variables.base import Translator, VariableTracker
-from graphlift.variables.constant import ConstantVariable, is_constant_value
+from graphlift.variables.constant import ConstantVariable, is_constant_value, wrap_constant
 from graphlift.variables.containers import DictVariable, TupleVariable
 
 CO_VARARGS, CO_VARKEYWORDS = 0x04, 0x08
@@ -243,6 +243,7 @@ class NestedFunctionVariable(BaseUserFunctionVariable):
         self._closure = closure.items if closure is not None else []
         self._globals_source = parent_globals_source
         self.qualified_name: str | None = None  # 3.10: MAKE_FUNCTION's, not the code's
+        self._annotations: list[VariableTracker] = []  # name, value, name, value...
 
     def describe(self) -> str:
         return self.qualname()
@@ -258,7 +259,9 @@ class NestedFunctionVariable(BaseUserFunctionVariable):
             self._kwdefaults = dict(value.items)
         elif flag == 0x08:
             self._closure = value.items
-        # 0x04, the annotations, are not needed to run it.
+        elif flag == 0x04:  # not needed to run it, but the function made anew carries them
+            self._annotations = list(value.items) if isinstance(value, TupleVariable) else \
+                [wrap_constant(v) for v in value.as_constant()]
 
     def defaults(self, tx):
         return list(self._defaults)
@@ -294,9 +297,10 @@ class NestedFunctionVariable(BaseUserFunctionVariable):
         kwdefaults = ", ".join(f"{k!r}: {v.reconstruct(codegen)}"
                                for k, v in self._kwdefaults.items())
         closure = f"({', '.join(cells)},)" if cells else "None"
+        annotations = "".join(f"{a.reconstruct(codegen)}, " for a in self._annotations)
         return (f"{codegen.constant(make_function)}({codegen.constant(self.code)}, "
                 f"{GLOBALS_NAME}, ({defaults}{',' if defaults else ''}), {{{kwdefaults}}}, "
-                f"{closure}, {self.qualname()!r})")
+                f"{closure}, {self.qualname()!r}, ({annotations}))")
 
 
 def _cell_expr(contents_source: Source) -> str:
@@ -307,11 +311,14 @@ def _cell_expr(contents_source: Source) -> str:
 
 
 def make_function(code: types.CodeType, globals_dict: dict, defaults: tuple,
-                  kwdefaults: dict, closure: tuple | None, qualname: str) -> types.FunctionType:
-    """Recreate a function defined inside a compiled frame, after the graph ran."""
+                  kwdefaults: dict, closure: tuple | None, qualname: str,
+                  annotations: tuple = ()) -> types.FunctionType:
+    """Recreate a function defined inside a compiled frame, after the graph ran
+    (``annotations``: MAKE_FUNCTION's flat tuple, name, value, name, value...)."""
     fn = types.FunctionType(code, globals_dict, code.co_name, defaults or None, closure)
     fn.__kwdefaults__ = kwdefaults or None
     fn.__qualname__ = qualname
+    fn.__annotations__ = dict(zip(annotations[::2], annotations[1::2]))
     return fn
 
 

@@ -20,7 +20,9 @@ list                  :class:`ListIteratorVariable`: reads the list's items at e
 dict, its views, a    :class:`CheckedIteratorVariable`: raises eager's ``RuntimeError`` when the
 set, a deque          container changes size during the loop (values are read at each step)
 an iterator           itself (a generator, ``zip``, ``enumerate``: each steps when asked)
-anything else         :class:`IteratorVariable` over its items, taken at once (tuples, ranges,
+a range               :class:`RangeIteratorVariable`: the rest of the range, stepped (never
+                      listed, so its size does not matter)
+anything else         :class:`IteratorVariable` over its items, taken at once (tuples,
                       strings, tensors: nothing can change them)
 ====================  ==========================================================================
 """
@@ -139,6 +141,24 @@ def resumed_list_iterator(items: list, index: int, exhausted: bool) -> Any:
     return iterator
 
 
+class RangeIteratorVariable(SteppedIteratorVariable):
+    """``iter(range)`` and ``reversed(range)``: the range not yet given, one step at a time, so
+    a huge range costs nothing until stepped (``for i in range(10**12): ... break``)."""
+
+    def __init__(self, rest: range) -> None:
+        super().__init__([])
+        self.rest = rest
+
+    def next_item(self) -> VariableTracker | None:
+        if not self.rest:
+            return None
+        item, self.rest = self.rest[0], self.rest[1:]
+        return ConstantVariable(item)
+
+    def reconstruct(self, codegen: Codegen) -> str:
+        return codegen.remember(self, lambda cg: f"iter({cg.constant(self.rest)})")
+
+
 class ReversedListIteratorVariable(SteppedIteratorVariable):
     """``reversed(list)``: an index from the end into the list's items as they are at each step
     (it stops for good at an index past a list that shrank, as CPython's does)."""
@@ -161,8 +181,12 @@ class CheckedIteratorVariable(SteppedIteratorVariable):
     """``iter()`` of a dict, a dict view, a set or a deque: eager raises ``RuntimeError`` at the
     next step when the container changed size during the loop (for a deque: changed at all).
 
-    A dict whose keys changed but not their number is not followed: CPython's answer depends on
-    its hash table's layout, so the trace gives up rather than guess.
+    A dict or set that had a key put in during the loop and is back at its old size (``del d[0];
+    d[0] = 0``, ``s.remove(1); s.add(1)``) is not followed: what CPython's iterator does next
+    (``dictionary keys changed during iteration``, or which keys it still gives) depends on
+    whether the real hash table was resized, which the trace cannot know, so it gives up rather
+    than guess. Partial: the items of an object's ``__dict__`` count no insertions, so there
+    only a change in the keys' order is seen.
     """
 
     def __init__(self, container: VariableTracker, kind: str = "keys") -> None:
@@ -170,6 +194,8 @@ class CheckedIteratorVariable(SteppedIteratorVariable):
         self.container, self.kind = container, kind
         self.start = self._state()
         self.keys = self._keys()
+        self.start_items = container.items
+        self.start_inserts = getattr(container.items, "inserts", None)
         self.broken = False  # CPython's error is sticky: every later step raises again
 
     def _keys(self) -> list[Any]:
@@ -185,15 +211,24 @@ class CheckedIteratorVariable(SteppedIteratorVariable):
             return tuple(id(i) for i in items)
         return (len(items),)
 
+    def _key_put_in(self) -> bool:
+        """Whether a key may have gone into the dict or set since the loop began."""
+        items = self.container.items
+        if self.start_inserts is not None:
+            return items.inserts != self.start_inserts
+        if isinstance(self.container, SetVariable):
+            return items is not self.start_items  # every set method makes a new items dict
+        return self._keys() != self.keys
+
     def next_item(self) -> VariableTracker | None:
         if self.broken or self._state() != self.start:
             self.broken = True
             raise raise_real(RuntimeError(_changed_message(self.container)))
+        if not _is_deque(self.container) and self._key_put_in():
+            raise Unsupported("a key went into the dict or set during its iteration and its "
+                              "size is back: CPython's next step depends on its hash table")
         if self.index >= len(self.keys):
             return None
-        if self._keys()[:len(self.keys)] != self.keys:
-            raise Unsupported("the dict's keys changed (not their number) during iteration: "
-                              "CPython's answer depends on its hash table's layout")
         key = self.keys[self.index]
         self.index += 1
         if _is_deque(self.container):
@@ -260,6 +295,8 @@ def iterator_of(tx, value: VariableTracker) -> IteratorVariable:
         return CheckedIteratorVariable(value)
     if isinstance(value, ListVariable):
         return ListIteratorVariable(value)
+    if isinstance(value, ConstantVariable) and type(value.value) is range:
+        return RangeIteratorVariable(value.value)
     if isinstance(value, DictViewVariable):
         return CheckedIteratorVariable(value.dict, value.kind)
     if isinstance(value, (DictVariable, SetVariable)):
@@ -404,20 +441,23 @@ class GeneratorVariable(IteratorVariable):
             raise self._leaving(TracedException(exception))
         return self._run(lambda: self.frame.throw_into_generator(exception))
 
-    def close(self) -> None:
-        """``gen.close()``: GeneratorExit at the yield; the frame must not yield again."""
+    def close(self) -> VariableTracker:
+        """``gen.close()``: GeneratorExit at the yield; the frame must not yield again. What
+        ``close()`` returns: None, or on 3.13 what the generator returned on GeneratorExit."""
         if self.state in (GeneratorState.CREATED, GeneratorState.CLOSED):
             self._check_usable()
             self.state = GeneratorState.CLOSED
-            return
+            return ConstantVariable(None)
         try:
             item = self.throw_item(ExceptionVariable(GeneratorExit, []))
         except TracedException as error:
             if issubclass(error.cls, (GeneratorExit, StopIteration)):
-                return
+                return ConstantVariable(None)
             raise
         if item is not None:
             raise raise_real(RuntimeError("generator ignored GeneratorExit"))
+        returned = self.returned if CLOSE_RETURNS_VALUE[bytecode.VERSION] else None
+        return returned if returned is not None else ConstantVariable(None)
 
     def _check_usable(self) -> None:
         if self.state is GeneratorState.RUNNING:
@@ -498,6 +538,10 @@ def closed_generator(generator: types.GeneratorType) -> types.GeneratorType:
 ITERATOR_METHODS = frozenset({"__next__", "__iter__"})
 GENERATOR_METHODS = frozenset({"send", "throw", "close"})
 
+# Whether ``generator.close()`` returns the value the generator returned on GeneratorExit
+# (new in 3.13; before, close() always returns None).
+CLOSE_RETURNS_VALUE = {(3, 10): False, (3, 11): False, (3, 12): False, (3, 13): True}
+
 
 class GeneratorMethodVariable(VariableTracker):
     """``gen.send``, ``gen.throw``, ``gen.close``, ``gen.__next__`` and ``gen.__iter__``."""
@@ -519,8 +563,7 @@ class GeneratorMethodVariable(VariableTracker):
         if self.name == "__iter__":
             return generator
         if self.name == "close":
-            generator.close()
-            return ConstantVariable(None)
+            return generator.close()
         if self.name == "throw":
             item = generator.throw_item(thrown_exception(args))
         else:

@@ -395,8 +395,9 @@ def call_torch(tx: Translator, op: str, target: Any, args: list[VariableTracker]
     keep = mutates or effects.effectful
     if not keep and not _contains_graph_value(result):
         return wrap_constant(concrete(result))
-    node = tx.output.create_node(op, target, tuple(to_fx(a) for a in args),
-                                 {k: to_fx(v) for k, v in kwargs.items()}, keep)
+    arg = to_fx if fake_result is not None else _torch_arg  # an opaque body gets what it got
+    node = tx.output.create_node(op, target, tuple(arg(a) for a in args),
+                                 {k: arg(v) for k, v in kwargs.items()}, keep)
     node.meta["example_value"] = result
     tx.output.bind_unbacked(node, result)
     if mutates and args:
@@ -513,6 +514,19 @@ def wrap_result(tx: Translator, node: torch.fx.Node, result: Any,
     if result is None or is_constant_value(result):
         return ConstantVariable(result)
     raise Unsupported(f"torch op returned {type(result).__name__}, which graphlift cannot track")
+
+
+# Python types that torch's argument parser reads as dtypes (``x.to(bool)``,
+# ``torch.zeros(2, dtype=int)``): the node gets the dtype, which the graph's code can name (FX
+# would print the class as ``<class 'bool'>``, which does not parse).
+PYTHON_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64,
+                 complex: torch.complex128}
+
+
+def _torch_arg(v: VariableTracker) -> Any:
+    """``to_fx`` for a torch operation's argument: a Python type given as a dtype is the dtype."""
+    value = to_fx(v)
+    return PYTHON_DTYPES.get(value, value) if isinstance(value, type) else value
 
 
 def to_fx(v: VariableTracker) -> Any:
