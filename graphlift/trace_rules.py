@@ -114,13 +114,28 @@ STATEFUL_TORCH_FUNCTIONS = {inspect.unwrap(fn): why for fn, why in {
 }.items()}
 
 
+# The C setters of torch and torch._C by name (torch._C._set_deterministic_algorithms,
+# _set_cudnn_benchmark, set_num_threads...): each changes a process switch and returns None, so
+# as a node it would run once while tracing and be folded away. The switches the trace follows
+# (grad mode, autocast) are handled before this rule (variables/tensor.py STATE_SWITCHES).
+STATEFUL_SETTER_MODULES = frozenset({"torch", "torch._C"})
+STATEFUL_SETTER_PREFIXES = ("set_", "_set_")
+
+
 def stateful_reason(fn: Any) -> str | None:
-    """Why ``fn`` is in STATEFUL_TORCH_FUNCTIONS, if it is. Seen through wrappers: importing
-    ``torch._dynamo`` replaces ``torch.manual_seed`` with a wrapper of it."""
+    """Why ``fn`` is in STATEFUL_TORCH_FUNCTIONS or is a setter of a process switch, if it is.
+    Seen through wrappers: importing ``torch._dynamo`` replaces ``torch.manual_seed`` with a
+    wrapper of it."""
     try:
-        return STATEFUL_TORCH_FUNCTIONS.get(inspect.unwrap(fn))
+        reason = STATEFUL_TORCH_FUNCTIONS.get(inspect.unwrap(fn))
     except (TypeError, ValueError):  # unhashable, or a __wrapped__ cycle
         return None
+    if reason is None and isinstance(fn, types.BuiltinFunctionType) and \
+            isinstance(fn.__self__, types.ModuleType) and \
+            fn.__self__.__name__ in STATEFUL_SETTER_MODULES and \
+            fn.__name__.startswith(STATEFUL_SETTER_PREFIXES):
+        return "changes a process switch"
+    return reason
 
 
 # Builtins with a handler in variables/builtins.py, and classes that ClassVariable constructs
