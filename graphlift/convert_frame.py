@@ -163,6 +163,16 @@ def _convert(fn: types.FunctionType, state: ExtraState, args: tuple, options: Co
                             outcome, wrappers)
 
 
+def modes_active() -> bool:
+    """Whether a TorchFunctionMode or TorchDispatchMode is active (the caller's, or an infra
+    mode such as FakeTensorMode): such a call runs eagerly. A mode changes what every op does,
+    and graphlift does not trace through one (torch.compile traces a TorchFunctionMode's
+    ``__torch_function__``; it too runs eagerly under a TorchDispatchMode). Tracing and backend
+    compilation under the caller's mode would also show graphlift's own ops to it. Every entry
+    guards on both stacks being empty (GuardBuilder.global_state)."""
+    return bool(torch._C._len_torch_function_stack() or torch._C._len_torch_dispatch_stack())
+
+
 # graphlift's errors that are the user's to act on: they reach the user. Anything else raised
 # while compiling is a bug of graphlift's, and the frame runs eagerly instead (_internal_error).
 USER_FACING_ERRORS = (

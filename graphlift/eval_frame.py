@@ -75,6 +75,7 @@ from graphlift.convert_frame import (
     compile_options,
     convert_frame,
     eager_run,
+    modes_active,
 )
 from graphlift.exc import (
     GraphliftError,
@@ -610,7 +611,7 @@ def _on_miss(fn: types.FunctionType, state: ExtraState, options: CompileOptions,
     if not stance.fast_path_open():
         first = 0  # a stance was set: the fast path did not try the head either
     now = stance.current()
-    if now.force_eager:
+    if now.force_eager or modes_active():  # no entry runs under a mode (see modes_active)
         return run_eagerly(*args)
     options = now.options_for(options)  # force_backend
     entry = _lookup(state, options, args, first)

@@ -175,6 +175,8 @@ class GuardBuilder:
             "__gl_autocast": _is_autocast_enabled,
             "__gl_default_dtype": _get_default_dtype,
             "__gl_requires_grad": operator.attrgetter("requires_grad"),
+            "__gl_function_modes": torch._C._len_torch_function_stack,
+            "__gl_dispatch_modes": torch._C._len_torch_dispatch_stack,
         }
         self.module_roots: list[tuple[Source, Any]] = []
         self.structure_roots: list[tuple[Source, Callable[[Any], int], int]] = []
@@ -580,7 +582,8 @@ class GuardBuilder:
         self._fast.append(f"{current} == {flags}")
 
     def global_state(self) -> None:
-        """Grad mode, autocast and the default dtype: each changes what a graph computes."""
+        """Grad mode, autocast, the default dtype and the mode stacks: each changes what a graph
+        computes."""
         if not self._once((GuardKind.GLOBAL_STATE,)):
             return
         grad, autocast, dtype = self.initial_state
@@ -590,6 +593,12 @@ class GuardBuilder:
              "__gl_autocast()"),
             (f"torch.get_default_dtype() == {dtype}",
              f"__gl_default_dtype() is {self.const(dtype)}", "__gl_default_dtype()"),
+            # The mode stacks: an entry is traced with none, and a call under a mode runs
+            # eagerly (eval_frame), so an entry must not run under one.
+            ("no TorchFunctionMode is active", "__gl_function_modes() == 0",
+             "__gl_function_modes()"),
+            ("no TorchDispatchMode is active", "__gl_dispatch_modes() == 0",
+             "__gl_dispatch_modes()"),
         ):
             self._add(Guard(GuardKind.GLOBAL_STATE, text, check, current))
             self._fast.append(check)

@@ -80,21 +80,62 @@ DEFERRED_LOGGER_METHODS = frozenset({
 STATEFUL_TORCH_FUNCTIONS = {inspect.unwrap(fn): why for fn, why in {
     torch.manual_seed: "changes the global RNG state",
     torch.seed: "changes the global RNG state",
+    # The RNG state as a tensor: a graph node would read it once while tracing, and restoring
+    # it (activation checkpointing, reproducible dropout) would not rewind the graph's draws.
+    torch.get_rng_state: "reads the global RNG state",
+    torch.set_rng_state: "changes the global RNG state",
+    torch.initial_seed: "reads the global RNG state",
+    torch.random.fork_rng: "saves and restores the global RNG state",
+    torch.cuda.manual_seed: "changes the CUDA RNG state",
+    torch.cuda.manual_seed_all: "changes the CUDA RNG state",
+    torch.cuda.seed: "changes the CUDA RNG state",
+    torch.cuda.seed_all: "changes the CUDA RNG state",
+    torch.cuda.get_rng_state: "reads the CUDA RNG state",
+    torch.cuda.set_rng_state: "changes the CUDA RNG state",
+    torch.cuda.get_rng_state_all: "reads the CUDA RNG state",
+    torch.cuda.set_rng_state_all: "changes the CUDA RNG state",
+    # Process switches that return None: as a node they would be folded away after changing
+    # the switch once, while tracing.
     torch.set_grad_enabled: "changes grad mode (as a call; use it as a with block)",
     torch.set_default_dtype: "changes the default dtype",
+    torch.set_default_device: "changes the default device",
+    torch.set_default_tensor_type: "changes the default tensor type",
+    torch.use_deterministic_algorithms: "changes the deterministic-algorithms switch",
+    torch.set_deterministic_debug_mode: "changes the deterministic-algorithms switch",
+    torch.set_float32_matmul_precision: "changes the matmul precision",
+    torch.set_warn_always: "changes a warning switch",
+    torch.set_num_threads: "changes the number of threads",
+    torch.set_num_interop_threads: "changes the number of threads",
+    torch.set_flush_denormal: "changes a floating-point switch",
+    torch.set_anomaly_enabled: "changes the anomaly-detection switch",
     torch.set_printoptions: "changes print options",
     torch.save: "does I/O",
     torch.load: "does I/O",
 }.items()}
 
 
+# The C setters of torch and torch._C by name (torch._C._set_deterministic_algorithms,
+# _set_cudnn_benchmark, set_num_threads...): each changes a process switch and returns None, so
+# as a node it would run once while tracing and be folded away. The switches the trace follows
+# (grad mode, autocast) are handled before this rule (variables/tensor.py STATE_SWITCHES).
+STATEFUL_SETTER_MODULES = frozenset({"torch", "torch._C"})
+STATEFUL_SETTER_PREFIXES = ("set_", "_set_")
+
+
 def stateful_reason(fn: Any) -> str | None:
-    """Why ``fn`` is in STATEFUL_TORCH_FUNCTIONS, if it is. Seen through wrappers: importing
-    ``torch._dynamo`` replaces ``torch.manual_seed`` with a wrapper of it."""
+    """Why ``fn`` is in STATEFUL_TORCH_FUNCTIONS or is a setter of a process switch, if it is.
+    Seen through wrappers: importing ``torch._dynamo`` replaces ``torch.manual_seed`` with a
+    wrapper of it."""
     try:
-        return STATEFUL_TORCH_FUNCTIONS.get(inspect.unwrap(fn))
+        reason = STATEFUL_TORCH_FUNCTIONS.get(inspect.unwrap(fn))
     except (TypeError, ValueError):  # unhashable, or a __wrapped__ cycle
         return None
+    if reason is None and isinstance(fn, types.BuiltinFunctionType) and \
+            isinstance(fn.__self__, types.ModuleType) and \
+            fn.__self__.__name__ in STATEFUL_SETTER_MODULES and \
+            fn.__name__.startswith(STATEFUL_SETTER_PREFIXES):
+        return "changes a process switch"
+    return reason
 
 
 # Builtins with a handler in variables/builtins.py, and classes that ClassVariable constructs
@@ -252,6 +293,11 @@ NUMPY_FUNCTION = Rule("numpy", Kind.GRAPH,
                       "NumPy eagerly")
 TORCH_PYTHON = Rule("torch_python", Kind.GRAPH,
                     "a torch function written in Python, kept whole as one node")
+TORCH_CLOSURE = Rule("torch_closure", Kind.SKIP,
+                     "a torch function written in Python that closes over an object of the "
+                     "program (LRScheduler's wrapper of optimizer.step): run while tracing it "
+                     "would change that object, so it runs eagerly",
+                     "accept the graph break, or call it outside the compiled function")
 STDLIB = Rule("stdlib", Kind.SKIP, "the standard library runs eagerly", _INLINE_MODULES_HINT)
 THIRD_PARTY = Rule("third_party", Kind.SKIP, "a third-party library on the skip list",
                    _INLINE_MODULES_HINT)
@@ -268,7 +314,7 @@ RULES = (DISABLED, TORCH_DISABLED, TORCH_DISALLOWED, ALLOW_IN_GRAPH, COMPILED_FU
          PURE_C_FUNCTION, TORCH_GLOBAL_STATE, TENSOR_METHOD, TORCH_OP, C_METHOD, CONFIG_SKIP,
          CONFIG_INLINE, GRAPHLIFT_POLYFILLS, GRAPHLIFT, TORCH_INLINE, TORCH_CLASS,
          TORCH_BOUND_METHOD, TORCH_DISTRIBUTED, DISTRIBUTED_COLLECTIVE, DISTRIBUTED_QUERY,
-         NUMPY_FUNCTION, TORCH_PYTHON,
+         NUMPY_FUNCTION, TORCH_PYTHON, TORCH_CLOSURE,
          STDLIB, THIRD_PARTY, C_FUNCTION, USER_CODE)
 
 # Parts of torch traced like user code, by module name (a prefix matches its submodules).
@@ -543,6 +589,8 @@ def _by_module(fn: Any, module: str | None) -> Decision:
             return Decision(Kind.SKIP, TORCH_CLASS, detail=f"module {name}")
         if python and _prefix_match(name, TORCH_INLINE_MODULES):
             return Decision(Kind.INLINE, TORCH_INLINE, detail=f"module {name}")
+        if python and _closes_over_objects(fn):
+            return Decision(Kind.SKIP, TORCH_CLOSURE, detail=_name(fn))
         return Decision(Kind.GRAPH, TORCH_PYTHON if python else TORCH_OP, detail=f"module {name}")
     top = name.partition(".")[0]
     if is_stdlib(name) and not _prefix_match(name, STDLIB_INLINE):
@@ -555,6 +603,29 @@ def _by_module(fn: Any, module: str | None) -> Decision:
         return Decision(Kind.SKIP, C_FUNCTION if isinstance(fn, types.BuiltinFunctionType)
                         else C_METHOD, detail=f"{type(fn).__name__} {_name(fn)}")
     return Decision(Kind.INLINE, USER_CODE)
+
+
+# What a closure cell of a torch function kept whole may hold: code and constants, which running
+# it on fake tensors cannot change, and the grad and autocast modes of torch's decorators
+# (``@torch.autocast(...)``), entered and left around the call. Anything else (an optimizer, a
+# weakref to one, a real tensor) is the program's object, and the function's effects on it would
+# happen while tracing, not in the graph.
+_INERT_CELL_TYPES = (types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType,
+                     type, types.ModuleType, int, float, bool, str, bytes, type(None),
+                     torch.dtype, torch.device, torch.amp.autocast, torch.no_grad,
+                     torch.enable_grad, torch.set_grad_enabled, torch.inference_mode)
+
+
+def _closes_over_objects(fn: types.FunctionType) -> bool:
+    """Whether ``fn``'s closure holds an object of the program (see _INERT_CELL_TYPES)."""
+    for cell in fn.__closure__ or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if not isinstance(value, _INERT_CELL_TYPES):
+            return True
+    return False
 
 
 @functools.cache

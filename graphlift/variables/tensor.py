@@ -199,7 +199,22 @@ class TensorMethodVariable(VariableTracker):
         if self.name in DATA_DEPENDENT_METHODS:
             raise Unsupported(f"Tensor.{self.name}() {DATA_DEPENDENT_METHODS[self.name]}",
                               break_type="data_dependent")
+        if self.name == "requires_grad_":
+            return _requires_grad_(self.tensor, args, kwargs)
         return call_torch(tx, "call_method", self.name, [self.tensor, *args], kwargs)
+
+
+def _requires_grad_(tensor: TensorVariable, args: list[VariableTracker],
+                    kwargs: dict[str, VariableTracker]) -> VariableTracker:
+    """``x.requires_grad_(flag)``: a no-op when the flag is already ``flag``, else a graph break
+    (as in torch.compile). A graph node cannot do it: a backend that traces autograd (AOT)
+    drops the flag of an input, and an intermediate leaves the graph without it."""
+    flag = _argument(args, kwargs, 0, "requires_grad")
+    wanted = True if flag is None else flag.as_constant()
+    if bool(wanted) == tensor.fake.requires_grad:
+        return tensor
+    raise Unsupported("Tensor.requires_grad_() changes a tensor's autograd flag",
+                      hints=("call requires_grad_() before calling the compiled function",))
 
 
 def _item(tx: Translator, tensor: TensorVariable, args: list[VariableTracker],
