@@ -595,9 +595,9 @@ class GuardBuilder:
              f"__gl_default_dtype() is {self.const(dtype)}", "__gl_default_dtype()"),
             # The mode stacks: an entry is traced with none, and a call under a mode runs
             # eagerly (eval_frame), so an entry must not run under one.
-            ("no TorchFunctionMode is active", "__gl_function_modes() == 0",
+            ("torch._C._len_torch_function_stack() == 0", "__gl_function_modes() == 0",
              "__gl_function_modes()"),
-            ("no TorchDispatchMode is active", "__gl_dispatch_modes() == 0",
+            ("torch._C._len_torch_dispatch_stack() == 0", "__gl_dispatch_modes() == 0",
              "__gl_dispatch_modes()"),
         ):
             self._add(Guard(GuardKind.GLOBAL_STATE, text, check, current))

@@ -120,6 +120,9 @@ STATEFUL_TORCH_FUNCTIONS = {inspect.unwrap(fn): why for fn, why in {
 # (grad mode, autocast) are handled before this rule (variables/tensor.py STATE_SWITCHES).
 STATEFUL_SETTER_MODULES = frozenset({"torch", "torch._C"})
 STATEFUL_SETTER_PREFIXES = ("set_", "_set_")
+# Setters the trace follows itself (variables/tensor.py STATE_SWITCHES): not breaks, wherever
+# they are called from (a user context manager's __enter__ / __exit__ included).
+TRACED_SETTERS = frozenset({"_set_grad_enabled"})
 
 
 def stateful_reason(fn: Any) -> str | None:
@@ -133,7 +136,8 @@ def stateful_reason(fn: Any) -> str | None:
     if reason is None and isinstance(fn, types.BuiltinFunctionType) and \
             isinstance(fn.__self__, types.ModuleType) and \
             fn.__self__.__name__ in STATEFUL_SETTER_MODULES and \
-            fn.__name__.startswith(STATEFUL_SETTER_PREFIXES):
+            fn.__name__.startswith(STATEFUL_SETTER_PREFIXES) and \
+            fn.__name__ not in TRACED_SETTERS:
         return "changes a process switch"
     return reason
 

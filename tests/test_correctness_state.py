@@ -215,8 +215,8 @@ def test_an_entry_guards_the_mode_stacks() -> None:
     fn(torch.ones(3))
     (entry,) = graphlift.cache_entries(fn)
     shown = list(entry.guards)
-    assert "no TorchFunctionMode is active" in shown
-    assert "no TorchDispatchMode is active" in shown
+    assert "torch._C._len_torch_function_stack() == 0" in shown
+    assert "torch._C._len_torch_dispatch_stack() == 0" in shown
 
 
 # == the RNG state ============================================================================
