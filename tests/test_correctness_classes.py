@@ -18,44 +18,18 @@ PYTEST_DONT_REWRITE: the cases' bytecode must be what the user wrote.
 from __future__ import annotations
 
 import builtins
-import contextlib
 import functools
-import io
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 import torch
-from corpus.harness import assert_same
 from reference import measure, recorded
+from test_correctness_values import Run, assert_same_run, run
 
 import graphlift
 from graphlift.testing import CompileCounter
-
-
-@dataclass
-class Run:
-    """What one call did, as the program sees it."""
-
-    result: Any
-    printed: str
-    error: tuple[type, str] | None
-    args: tuple
-
-
-def run(fn: Callable, args: tuple) -> Run:
-    """Call ``fn``; the user's exception is recorded, graphlift's own errors propagate."""
-    out = io.StringIO()
-    result, error = None, None
-    with contextlib.redirect_stdout(out):
-        try:
-            result = fn(*args)
-        except graphlift.GraphliftError:
-            raise
-        except Exception as exc:
-            error = (type(exc), str(exc))
-    return Run(result, out.getvalue(), error, args)
 
 
 def same_run(eager: Run, compiled: Run) -> bool:
@@ -64,13 +38,6 @@ def same_run(eager: Run, compiled: Run) -> bool:
     except AssertionError:
         return False
     return True
-
-
-def assert_same_run(eager: Run, compiled: Run) -> None:
-    assert compiled.error == eager.error, "a different exception"
-    assert compiled.printed == eager.printed, "printed output differs"
-    assert_same(eager.result, compiled.result)
-    assert_same(eager.args, compiled.args, "arguments after the call")
 
 
 def _nothing() -> None:
