@@ -386,6 +386,18 @@ class GuardBuilder:
             self._derived_value(GuardKind.DICT_KEYS, source, "list({}.keys", keys,
                                 self.const(keys), through)
 
+    def keys_flagged(self, source: Source, flags_source: Source, flags: list[bool]) -> None:
+        """``[k in flags_table for k in d] == flags``: which keys of ``d`` another dict names,
+        by position (a hook table and its ``_with_kwargs`` table, both keyed by handle ids)."""
+        if not self._once((GuardKind.DICT_KEYS, source, flags_source)):
+            return
+        current = f"[k in {self.expr(flags_source)} for k in {self.expr(source)}]"
+        check = f"{current} == {flags!r}"
+        self._add(Guard(GuardKind.DICT_KEYS,
+                        f"[k in {flags_source.name()} for k in {source.name()}] == {flags!r}",
+                        check, current))
+        self._fast.append(check)
+
     def set_items(self, source: Source, items: list) -> None:
         self._derived_value(GuardKind.SET_ITEMS, source, "list", items, self.const(items))
 

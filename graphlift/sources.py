@@ -34,6 +34,7 @@ class SourceKind(enum.Enum):
     FLOAT_TENSOR = "float_tensor"  # a float of another source, as a 0-d float64 tensor
     NUMPY_TENSOR = "numpy_tensor"  # an ndarray of another source, as the tensor over its memory
     ENVIRON = "environ"  # an environment variable's value, os.environ.get(name) (None if unset)
+    DICT_VALUE = "dict_value"  # the value at a position of a dict (hook tables keyed by handle ids)
 
 
 @dataclass(frozen=True)
@@ -236,6 +237,31 @@ class ModuleGlobalsSource(Source):
 
     def render(self, bind: Callable[[Any], str]) -> str:
         return bind(self.value)
+
+
+@dataclass(frozen=True)
+class DictValueSource(Source):
+    """The value at ``position`` in a dict's order, whatever its key.
+
+    For tables whose keys are incidental: a module's hook dicts are keyed by RemovableHandle
+    ids, a process-wide counter, so a fresh module with the same hooks has other keys.
+    """
+
+    base: Source
+    position: int
+    kind = SourceKind.DICT_VALUE
+
+    def name(self) -> str:
+        return f"list({self.base.name()}.values())[{self.position}]"
+
+    def expr(self) -> str:
+        return f"list(dict.values({self.base.expr()}))[{self.position}]"
+
+    def render(self, bind: Callable[[Any], str]) -> str:
+        return f"list(dict.values({self.base.render(bind)}))[{self.position}]"
+
+    def root(self) -> Source:
+        return self.base.root()
 
 
 @dataclass(frozen=True)

@@ -198,7 +198,60 @@ def test_forward_pre_hooks_and_hooks_are_traced():
     assert counter.frame_count == 1
     # With hooks, the frame compiled is graphlift's module call, hooks and all.
     (entry,) = graphlift.cache_entries(graphlift.eval_frame._call_module)
-    assert "list(L['self']._forward_hooks) == [" in "\n".join(entry.guards)
+    guards = "\n".join(entry.guards)
+    assert "dict.__len__(L['self']._forward_hooks) == 1" in guards
+    assert "[k in L['self'].layers[1]._forward_hooks_with_kwargs for k in" in guards
+
+
+def _double_input(module, args):
+    return (args[0] * 2,)
+
+
+def _call_plus_one(m, x):
+    return m(x) + 1
+
+
+def _hooked_linear() -> nn.Linear:
+    m = nn.Linear(3, 3)
+    m.register_forward_pre_hook(_double_input)
+    return m
+
+
+def _torch_compile_fresh_hooked_modules() -> dict:
+    """torch.compile's graphs for four fresh modules with the same pre-hook."""
+    import torch._dynamo.testing
+
+    theirs = torch._dynamo.testing.CompileCounter()
+    fn = torch.compile(_call_plus_one, backend=theirs)
+    for _ in range(4):
+        fn(_hooked_linear(), torch.ones(3))
+    return {"graphs": theirs.frame_count}
+
+
+measure("nn_module/fresh_modules_with_the_same_hooks", _torch_compile_fresh_hooked_modules)
+
+
+def test_fresh_modules_with_the_same_hooks_hit_the_cache():
+    # Hook tables are keyed by handle ids from a process-wide counter: guarding the keys
+    # recompiled every fresh module. They are guarded by position and hook identity.
+    ours = CompileCounter()
+    fn = graphlift.compile(_call_plus_one, backend=ours)
+    for _ in range(4):
+        m = _hooked_linear()
+        same(fn(m, torch.ones(3)), _call_plus_one(m, torch.ones(3)))
+    assert ours.frame_count == recorded("nn_module/fresh_modules_with_the_same_hooks")["graphs"] == 1
+    # What the positions hold is still guarded: another hook, a kwargs hook, a second hook.
+    m = nn.Linear(3, 3)
+    m.register_forward_pre_hook(lambda module, args: (args[0] - 1,))
+    same(fn(m, torch.ones(3)), _call_plus_one(m, torch.ones(3)))
+    m = nn.Linear(3, 3)
+    m.register_forward_pre_hook(lambda module, args, kwargs: ((args[0] * 3,), kwargs),
+                                with_kwargs=True)
+    same(fn(m, torch.ones(3)), _call_plus_one(m, torch.ones(3)))
+    m = _hooked_linear()
+    m.register_forward_pre_hook(_double_input)
+    same(fn(m, torch.ones(3)), _call_plus_one(m, torch.ones(3)))
+    assert ours.frame_count == 4
 
 
 def test_backward_hooks_are_refused():

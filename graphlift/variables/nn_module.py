@@ -57,7 +57,13 @@ from torch.utils.hooks import RemovableHandle
 
 from graphlift.config import config
 from graphlift.exc import Unsupported
-from graphlift.sources import AttrSource, ItemSource, ModuleMemberSource, Source, SourceKind
+from graphlift.sources import (
+    AttrSource,
+    DictValueSource,
+    ModuleMemberSource,
+    Source,
+    SourceKind,
+)
 from graphlift.variables.base import (
     MISSING,
     Translator,
@@ -475,10 +481,15 @@ class NNModuleVariable(UserObjectVariable):
                 continue
             if self.source is None:
                 raise Unsupported(f"hooks of {self!r}, a module reached without a source")
+            # Guarded by position, not by key: the keys are handle ids from a process-wide
+            # counter, so a fresh module with the same hooks would never hit the cache.
             table_source = AttrSource(self.source, attr)
-            tx.guards.dict_keys(table_source, list(table))
-            hooks[attr] = [(key, tx.builder.wrap(hook, ItemSource(table_source, key)))
-                           for key, hook in table.items()]
+            tx.guards.length_check(table_source, len(table), through=dict)
+            kwargs_table = f"{attr}_with_kwargs"
+            tx.guards.keys_flagged(table_source, AttrSource(self.source, kwargs_table),
+                                   [key in getattr(self.module, kwargs_table) for key in table])
+            hooks[attr] = [(key, tx.builder.wrap(hook, DictValueSource(table_source, position)))
+                           for position, (key, hook) in enumerate(table.items())]
         return hooks
 
     # -- containers (ModuleList, Sequential, ModuleDict, ParameterList, ParameterDict) ---------
