@@ -254,6 +254,38 @@ def test_fresh_modules_with_the_same_hooks_hit_the_cache():
     assert ours.frame_count == 4
 
 
+def _closure_over(module):
+    def run(x):
+        return module(x) + 1
+    return run
+
+
+def _torch_compile_closures_over_fresh_modules() -> dict:
+    """torch.compile's graphs for closures made over four fresh modules of one structure."""
+    import torch._dynamo.testing
+
+    theirs = torch._dynamo.testing.CompileCounter()
+    for _ in range(4):
+        torch.compile(_closure_over(nn.Linear(3, 3)), backend=theirs)(torch.ones(3))
+    return {"graphs": theirs.frame_count}
+
+
+measure("nn_module/closures_over_fresh_modules", _torch_compile_closures_over_fresh_modules)
+
+
+def test_a_module_in_a_closure_cell_is_guarded_by_structure():
+    # A function made per call over a fresh module (a callee of a frame that runs eagerly, a
+    # factory's closure) is compiled once: the cell's module is guarded like an argument.
+    ours = CompileCounter()
+    for _ in range(4):
+        m = nn.Linear(3, 3)
+        same(graphlift.compile(_closure_over(m), backend=ours)(torch.ones(3)), m(torch.ones(3)) + 1)
+    assert ours.frame_count == recorded("nn_module/closures_over_fresh_modules")["graphs"] == 1
+    m = nn.Linear(3, 4)  # another structure: its own entry
+    same(graphlift.compile(_closure_over(m), backend=ours)(torch.ones(3)), m(torch.ones(3)) + 1)
+    assert ours.frame_count == 2
+
+
 def test_backward_hooks_are_refused():
     model = MLP()
     model.layers[0].register_full_backward_hook(lambda m, gi, go: None)

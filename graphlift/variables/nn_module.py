@@ -123,9 +123,10 @@ def watch(module: nn.Module) -> None:
 
 
 def wrap_module(tx: Translator, module: nn.Module, source: Source) -> NNModuleVariable:
-    """The builder's row for modules reached from the inputs: an argument is guarded by its
-    structure (instances alike share the entry), anything else pinned by identity."""
-    local = source.kind is SourceKind.LOCAL
+    """The builder's row for modules reached from the inputs: an argument or a free variable of
+    the frame is guarded by its structure (instances alike share the entry: a closure made per
+    call over a fresh module, too), anything else pinned by identity."""
+    local = source.kind in (SourceKind.LOCAL, SourceKind.CLOSURE)
     if config.share_module_entries and local:
         tx.guards.nn_module_structure(source, module, structure_id, requires_grad_flags)
         return one_tracker(tx, module, source, lambda: NNModuleVariable(module, source, False))

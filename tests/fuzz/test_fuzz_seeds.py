@@ -20,6 +20,10 @@ FOUND_SEEDS = (204439, 205641, 206124, 209091, 302024, 305824)
 # Generator version 2 (the newest constructs) on a few seeds that compile correctly now; seeds
 # of version 2 that still differ are listed in docs/fuzzing.md with the bug each one hits.
 V2_SEEDS = (0, 1, 2, 3, 4, 5, 6, 7)
+# Version 3 seeds that once compiled again on an identical second call: a fresh module with the
+# same hooks (hook tables were guarded by handle ids) and a fresh module in a closure cell of a
+# callee (pinned by identity).
+V3_FOUND_SEEDS = (100099, 100201)
 
 
 def test_fixed_seeds_agree():
@@ -36,5 +40,11 @@ def test_seeds_that_once_differed_agree():
 
 def test_version_2_seeds_agree():
     report = fuzz(V2_SEEDS, version=2, minimize_seconds=10, max_minimized=3)
+    if report.findings:
+        pytest.fail(report.render(), pytrace=False)
+
+
+def test_version_3_seeds_that_once_differed_agree():
+    report = fuzz(V3_FOUND_SEEDS, version=3, minimize_seconds=10, max_minimized=3)
     if report.findings:
         pytest.fail(report.render(), pytrace=False)
