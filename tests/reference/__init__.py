@@ -14,9 +14,13 @@ no user has. The suite therefore never runs torch.compile in its own processes. 
   (``python -m tests.reference record``, or ``make reference`` for every venv); torch is pinned,
   so a recording stays true until a measure changes;
 - a test reads a figure with ``recorded(key)``;
-- the recording is **checked** in one place, ``tests/test_reference.py``: it runs every measure
-  again in fresh processes (``python -m tests.reference check``) and compares, so a measure edited
-  without recording anew fails there, naming the key and both values.
+- each figure is recorded with the **fingerprint** of its measure: a hash of the test code the
+  measure runs (``reference/fingerprint.py``). torch is pinned, so a figure whose measure's code
+  is unchanged is still what torch.compile gives. The suite checks that in one place,
+  ``tests/test_reference.py`` (``python -m tests.reference current``: no torch.compile run): a
+  measure edited without recording anew, a registered figure with no recording and a recorded
+  one that nothing registers fail there, named. ``python -m tests.reference check`` runs every
+  measure again and compares (after a change of torch or of the interpreter).
 """
 
 from __future__ import annotations
@@ -51,15 +55,26 @@ def measure(key: str, fn: Callable[[], Any]) -> str:
 
 
 @functools.cache
-def _recording(version: str) -> dict[str, Any]:
+def _data(version: str) -> dict[str, Any]:
     path = recording_path(version)
     if not path.exists():
-        return {}
+        return {"figures": {}, "fingerprints": {}}
     data = json.loads(path.read_text())
     if data["torch"] != torch.__version__.split("+")[0]:
         raise RuntimeError(f"{path.name} was recorded with torch {data['torch']}, this is "
                            f"{torch.__version__}: record it anew (make reference)")
-    return data["figures"]
+    data.setdefault("fingerprints", {})
+    return data
+
+
+def _recording(version: str) -> dict[str, Any]:
+    """The recorded figures, by key."""
+    return _data(version)["figures"]
+
+
+def recorded_fingerprints(version: str = VERSION) -> dict[str, str]:
+    """The fingerprint (:mod:`reference.fingerprint`) of each figure's measure when recorded."""
+    return _data(version)["fingerprints"]
 
 
 def recorded(key: str) -> Any:
@@ -81,6 +96,23 @@ def run_measure(key: str) -> Any:
         return json.loads(json.dumps(MEASURES[key]()))
     finally:
         torch._dynamo.reset()
+
+
+def stale(figures: dict[str, Any], fingerprints: dict[str, str],
+          current: dict[str, str]) -> list[str]:
+    """What makes the recording not current: ``current`` holds the fingerprint of every
+    registered measure as its code is now."""
+    problems = []
+    for key, now in sorted(current.items()):
+        if key not in figures:
+            problems.append(f"{key}: not recorded for CPython {VERSION} (make reference "
+                            f"REFERENCE_ARGS=--missing)")
+        elif fingerprints.get(key) != now:
+            problems.append(f"{key}: its measure changed since it was recorded (make reference "
+                            f"REFERENCE_ARGS=--missing)")
+    problems += [f"{key}: recorded, but no test registers it (make reference "
+                 f"REFERENCE_ARGS=--missing)" for key in sorted(set(figures) - set(current))]
+    return problems
 
 
 def differences(figures: dict[str, Any], measured: dict[str, Any],
