@@ -56,6 +56,9 @@ from graphlift.sources import FloatTensorSource, Source, placeholder_name
 STATE_SWITCHES = frozenset({torch._C._set_grad_enabled, torch.amp._enter_autocast,
                             torch.amp._exit_autocast})
 
+# Operators whose fake kernels need a ShapeEnv when a backend traces them (see _backend_context).
+NEEDS_SHAPE_ENV = frozenset({torch.ops.higher_order.while_loop})
+
 
 @dataclass(eq=False)
 class GraphInput:
@@ -398,6 +401,12 @@ class OutputGraph:
         with an empty one attached, sizes staying static; the backend then fills its caches
         (with the same keys as graphlift.persist's load, which compiles the saved graph so)."""
         if self.has_symbols:
+            return tracing(TracingContext(self.fake_mode))
+        if any(n.target in NEEDS_SHAPE_ENV for n in self.graph.nodes):
+            # A loop operator's fake kernel makes symbols of its own (while_loop): the backend
+            # traces with our fake mode, given an empty ShapeEnv, sizes staying static.
+            if self.fake_mode.shape_env is None:
+                self.fake_mode.shape_env = ShapeEnv()
             return tracing(TracingContext(self.fake_mode))
         if not caching:
             return contextlib.nullcontext()

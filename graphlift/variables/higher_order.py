@@ -373,7 +373,8 @@ def call_map(tx: Translator, args: list[VariableTracker],
     fn, xs, extra = args[0], args[1], args[2:]
     leaves, rebuild_xs = flatten(xs, f"{op}'s xs")
     if any(leaf.fake.dim() == 0 for leaf in leaves) or \
-            len({leaf.fake.shape[0] for leaf in leaves}) != 1 or leaves[0].fake.shape[0] == 0:
+            any(leaf.fake.shape[0] != leaves[0].fake.shape[0] for leaf in leaves) or \
+            leaves[0].fake.shape[0] == 0:
         raise Unsupported(f"{op}: xs must have one nonzero leading size",
                           break_type=BODY_BREAK)
     for arg in extra:
