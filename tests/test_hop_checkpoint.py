@@ -1,0 +1,178 @@
+"""``torch.utils.checkpoint.checkpoint``: the function becomes one ``tag_activation_checkpoint``
+node over its subgraph, as under torch.compile, so AOTAutograd recomputes it in the backward
+pass instead of saving its activations.
+
+Each case runs eagerly (torch's own checkpoint), under graphlift and (recorded) under
+torch.compile; see tests/hop_harness.py.
+
+PYTEST_DONT_REWRITE: the cases' bytecode must be what the user wrote.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hop_harness import Collect, check, register, values
+from reference import recorded
+from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
+from torch.utils.checkpoint import checkpoint
+
+import graphlift
+
+PREFIX = "hop_checkpoint"
+
+
+class Block(torch.nn.Module):
+    def __init__(self, width: int = 4) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(width, width)
+        self.norm = torch.nn.LayerNorm(width)
+        with torch.no_grad():
+            self.lin.weight.copy_(torch.linspace(-0.5, 0.5, width * width).reshape(width, width))
+            self.lin.bias.fill_(0.1)
+
+    def forward(self, x, scale=1.0):
+        return self.norm(torch.nn.functional.gelu(self.lin(x)) * scale) + x
+
+
+def inputs() -> torch.Tensor:
+    return torch.linspace(-1.0, 1.0, 12).reshape(3, 4).requires_grad_()
+
+
+def train(fn, block, *args) -> list:
+    x = inputs()
+    loss = fn(x, *args)
+    loss.backward()
+    return [loss, x.grad, *(p.grad for p in block.parameters())]
+
+
+def closure_non_reentrant(compile):
+    block = Block()
+
+    def f(x):
+        return checkpoint(lambda y: block(y).sin(), x, use_reentrant=False).sum()
+
+    return train(compile(f), block)
+
+
+def module_with_arguments(compile):
+    block = Block()
+
+    def f(x, w):
+        return checkpoint(block, x * w, 0.5, use_reentrant=False).pow(2).mean()
+
+    return train(compile(f), block, torch.tensor([1.0, 2.0, 0.5, -1.0]))
+
+
+def reentrant(compile):
+    block = Block()
+
+    def f(x):
+        return checkpoint(block, x, use_reentrant=True).sum()
+
+    return train(compile(f), block)
+
+
+def stack_of_blocks(compile):
+    blocks = torch.nn.ModuleList([Block(), Block(), Block()])
+
+    def f(x):
+        for block in blocks:
+            x = checkpoint(block, x, use_reentrant=False)
+        return x.square().sum()
+
+    x = inputs()
+    loss = compile(f)(x)
+    loss.backward()
+    return [loss, x.grad, blocks[2].lin.weight.grad]
+
+
+def keyword_arguments(compile):
+    block = Block()
+
+    def f(x):
+        return checkpoint(block, x, use_reentrant=False, scale=2.0).sum()
+
+    return train(compile(f), block)
+
+
+def inference(compile):
+    block = Block()
+
+    def f(x):
+        with torch.no_grad():
+            return checkpoint(block, x, use_reentrant=False)
+
+    return compile(f)(inputs())
+
+
+CASES = [closure_non_reentrant, module_with_arguments, reentrant, stack_of_blocks,
+         keyword_arguments, inference]
+for _case in CASES:
+    register(PREFIX, _case)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.__name__)
+def test_checkpoint_as_torch_compile(case):
+    check(case, recorded(f"{PREFIX}/{case.__name__}"))
+
+
+def test_the_backward_recomputes_the_body():
+    """The forward saves the body's inputs, not its activations: the backward graph that
+    AOTAutograd makes runs the body's sin again."""
+    graphs = {}
+
+    def keep(name):
+        def compiler(gm, examples):
+            graphs[name] = gm
+            return make_boxed_func(gm.forward)
+        return compiler
+
+    def backend(gm, examples):
+        compiled = aot_module_simplified(gm, examples, fw_compiler=keep("forward"),
+                                         bw_compiler=keep("backward"))
+        compiled._boxed_call = False  # it takes *args (see graphlift.backends._positional)
+        return compiled
+
+    def f(x):
+        return checkpoint(lambda y: y.sin().cos(), x, use_reentrant=False).sum()
+
+    x = inputs()
+    graphlift.compile(f, backend=Collect(backend), fullgraph=True)(x).backward()
+    ops = {name: {str(n.target) for n in gm.graph.nodes if n.op == "call_function"}
+           for name, gm in graphs.items()}
+    assert "aten.sin.default" in ops["backward"]
+    assert torch.allclose(x.grad, -torch.sin(torch.sin(x.detach())) * torch.cos(x.detach()))
+
+
+def test_a_body_that_writes_outside_runs_eagerly():
+    """Without fullgraph, a refused body is a graph break: checkpoint runs eagerly, as written."""
+    log = []
+
+    def body(y):
+        log.append(1)
+        return y * 2
+
+    def f(x):
+        return checkpoint(body, x, use_reentrant=False) + 1
+
+    counter = graphlift.testing.CompileCounter()
+    out = graphlift.compile(f, backend=counter)(inputs())
+    assert values(out) == values(inputs() * 2 + 1) and log == [1]
+    assert graphlift.stats(f).graph_breaks == 1 and counter.frame_count == 1  # the + 1
+
+
+def test_a_body_that_writes_outside_is_refused_under_fullgraph():
+    holder = {}
+
+    def f(x):
+        def body(y):
+            holder["y"] = y  # the refused store
+            return y * 2
+
+        return checkpoint(body, x, use_reentrant=False)
+
+    with pytest.raises(graphlift.Unsupported) as info:
+        graphlift.compile(f, backend="eager", fullgraph=True)(inputs())
+    assert info.value.break_type == "higher_order_body"
+    assert "the refused store" in str(info.value)
