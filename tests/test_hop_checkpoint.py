@@ -176,3 +176,48 @@ def test_a_body_that_writes_outside_is_refused_under_fullgraph():
         graphlift.compile(f, backend="eager", fullgraph=True)(inputs())
     assert info.value.break_type == "higher_order_body"
     assert "the refused store" in str(info.value)
+
+
+def test_writes_to_the_frames_own_values_are_refused():
+    """A list made in the frame, or a variable of the frame (nonlocal), is outside the body:
+    torch.cond would trace both branches' writes; checkpoint's backward would run them again."""
+
+    def counts(x):
+        calls = 0
+
+        def body(y):
+            nonlocal calls
+            calls += 1
+            return y * 2
+
+        return checkpoint(body, x, use_reentrant=False), calls
+
+    def appends(x):
+        made = []
+
+        def body(y):
+            made.append(y)
+            return y * 2
+
+        return checkpoint(body, x, use_reentrant=False), len(made)
+
+    for f in (counts, appends):
+        with pytest.raises(graphlift.Unsupported, match="made outside it"):
+            graphlift.compile(f, backend="eager", fullgraph=True)(inputs())
+        out, n = graphlift.compile(f, backend="eager")(inputs())
+        assert values(out) == values(inputs() * 2) and n == 1
+
+
+def test_a_body_may_change_what_it_makes():
+    def f(x):
+        def body(y):
+            parts = []
+            parts.append(y.sin())
+            parts.append(y.cos())
+            return parts[0] + parts[1]
+
+        return checkpoint(body, x, use_reentrant=False)
+
+    counter = graphlift.testing.CompileCounter()
+    out = graphlift.compile(f, backend=counter, fullgraph=True)(inputs())
+    assert values(out) == values(inputs().sin() + inputs().cos()) and counter.frame_count == 1

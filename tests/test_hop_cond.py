@@ -197,3 +197,23 @@ def test_a_new_tensor_in_a_read_global_needs_no_recompile():
         SCALE = before
     assert counter.frame_count == 1
     assert torch.equal(first, inputs() * before) and torch.equal(second, inputs() * 10.0)
+
+
+def test_branches_that_change_a_variable_of_the_frame_are_refused():
+    def f(x):
+        taken = 0
+
+        def true_fn(x):
+            nonlocal taken
+            taken += 1
+            return x + 1
+
+        def false_fn(x):
+            nonlocal taken
+            taken += 1
+            return x - 1
+
+        return torch.cond(x.sum() > 0, true_fn, false_fn, (x,)), taken
+
+    with pytest.raises(graphlift.Unsupported, match="a variable of an enclosing function"):
+        graphlift.compile(f, backend="eager", fullgraph=True)(inputs())

@@ -42,9 +42,10 @@ from graphlift.exc import Unsupported
 from graphlift.output_graph import STATE_SWITCHES
 from graphlift.rebuild import Codegen
 from graphlift.sources import Source
-from graphlift.variables.base import Translator, VariableTracker
+from graphlift.variables.base import Translator, VariableTracker, births
 from graphlift.variables.constant import ConstantVariable
 from graphlift.variables.containers import ListVariable, TupleVariable
+from graphlift.variables.functions import CellVariable
 from graphlift.variables.tensor import TensorVariable, call_torch
 
 BODY_BREAK = "higher_order_body"
@@ -78,6 +79,7 @@ class _SealedLedger:
 
     def __init__(self, ledger: Any, op: str, role: str) -> None:
         self._ledger, self._where = ledger, f"{op}'s {role}"
+        self._start = births()  # trackers made before the body are outside it
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._ledger, name)
@@ -97,6 +99,19 @@ class _SealedLedger:
 
     def store(self, target: Source, value: Any, owner: Any = None) -> None:
         raise self._refuse(f"stores to {target.name()}")
+
+    def write_local(self, tracker: VariableTracker) -> None:
+        if getattr(tracker, "born", -1) < self._start:
+            raise self._refuse(f"changes {_kind(tracker)} made outside it")
+
+
+def _kind(tracker: VariableTracker) -> str:
+    if isinstance(tracker, CellVariable):
+        return "a variable of an enclosing function"
+    try:
+        return f"a {tracker.python_type().__name__}"
+    except Unsupported:
+        return "a value"
 
 
 _HINTS = ("return the value from the function instead; a higher-order operator's body may "
