@@ -13,8 +13,8 @@ import functools
 
 import pytest
 import torch
-from hop_harness import Collect, check, register
-from reference import recorded
+from hop_harness import Collect, check, close, eager, graphlift_run, register
+from reference import measure, recorded
 
 import graphlift
 from graphlift.backends import lookup_backend
@@ -136,10 +136,58 @@ def training_gradients(compile):
     return seen
 
 
+def branches_returning_inputs(compile):
+    """An output that is an operand, an outer tensor or a view of one: cloned in the subgraph
+    (torch's cond operator refuses outputs that alias). torch.compile refuses the form."""
+    def f(x, y):
+        return torch.cond(x.sum() > 0, lambda x, y: (x, y[0]), lambda x, y: (SCALE, y[1] * 2),
+                          (x, y))
+
+    fn = compile(f)
+    return [fn(inputs(), torch.ones(2, 3)), fn(-inputs(), torch.ones(2, 3))]
+
+
+def nested_cond(compile):
+    def inner(x):
+        return torch.cond(x[0] > -0.5, torch.sin, lambda x: x * SCALE, (x,))
+
+    def f(x):
+        return torch.cond(x.sum() > 0, inner, lambda x: x - OFFSET, (x,))
+
+    fn = compile(f)
+    return [fn(inputs()), fn(inputs() - 1), fn(-inputs())]
+
+
 CASES = [tensor_predicate, branches_read_different_values, python_predicate, shape_predicate,
-         several_outputs, module_and_method_branches, partial_branches, training_gradients]
+         several_outputs, module_and_method_branches, partial_branches, training_gradients,
+         nested_cond]
 for _case in CASES:
     register(PREFIX, _case)
+
+
+
+
+def torch_compile_error(case) -> str | None:
+    """A measure: the exception torch.compile raises on ``case``, by name (None: it runs)."""
+    from torch._dynamo.backends.registry import lookup_backend as torch_backend
+
+    try:
+        case(functools.partial(torch.compile, backend=torch_backend("eager")))
+    except Exception as error:
+        return type(error).__name__
+    return None
+
+
+measure(f"{PREFIX}/branches_returning_inputs",
+        functools.partial(torch_compile_error, branches_returning_inputs))
+
+
+def test_branches_returning_inputs_give_eagers_values():
+    """graphlift clones such outputs; torch.compile raises (its figure is the error)."""
+    assert recorded(f"{PREFIX}/branches_returning_inputs") == "UncapturedHigherOrderOpError"
+    ours = graphlift_run(branches_returning_inputs)
+    assert close(ours["seen"], eager(branches_returning_inputs))
+    assert ours["graphs"] == 1 and ours["operators"] == ["cond"]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.__name__)

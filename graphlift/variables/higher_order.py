@@ -39,7 +39,7 @@ import torch
 import torch.fx
 
 from graphlift.exc import Unsupported
-from graphlift.output_graph import STATE_SWITCHES
+from graphlift.output_graph import STATE_SWITCHES, storage_ref
 from graphlift.rebuild import Codegen
 from graphlift.sources import Source
 from graphlift.variables.base import Translator, VariableTracker, births
@@ -218,9 +218,26 @@ def install(tx: Translator, body: Body, lifted: list[torch.fx.Node], prefix: str
         env[node].meta = {"example_value": node.meta.get("example_value")}
     for node in body.nodes[len(body.proxies):]:
         env[node] = sub.node_copy(node, env.__getitem__)
-    outputs = [env[o] for o in body.outputs]
+    outputs = _unaliased(sub, [env[o] for o in body.outputs], [*body.proxies, *lifted])
     sub.output(outputs[0] if bare_output else tuple(outputs))
     return tx.output.subgraph_node(tx.output.add_subgraph(sub, prefix))
+
+
+def _unaliased(sub: torch.fx.Graph, outputs: list[torch.fx.Node],
+               inputs: list[torch.fx.Node]) -> list[torch.fx.Node]:
+    """The outputs, each one that shares memory with an input or an earlier output cloned (as
+    torch.compile does): torch's operators refuse subgraphs whose outputs alias."""
+    taken = {storage_ref(n.meta["example_value"]) for n in inputs}
+    result = []
+    for node in outputs:
+        ref = storage_ref(node.meta["example_value"])
+        if ref in taken:
+            fake = node.meta["example_value"]
+            node = sub.call_method("clone", (node,))
+            node.meta["example_value"] = fake
+        taken.add(ref)
+        result.append(node)
+    return result
 
 
 def erase(tx: Translator, *bodies: Body) -> None:
@@ -526,6 +543,9 @@ def call_checkpoint(tx: Translator, args: list[VariableTracker],
     inner_kwargs = {k: proxies.get(id(v), v) for k, v in kwargs.items()}
     body = trace_body(tx, op, "function", _WithKwargs(fn, inner_kwargs), inner_args,
                       list(proxies.values()))
+    if any(isinstance(n.target, torch._ops.HigherOrderOperator) for n in body.nodes):
+        raise Unsupported(f"{op}: a higher-order operator inside a checkpointed function is not "
+                          "modelled (torch's checkpoint cannot run it)", break_type=BODY_BREAK)
     lifted = union(body)
     attr = install(tx, body, lifted, "wrap_body")
     erase(tx, body)
