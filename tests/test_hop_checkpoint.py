@@ -10,10 +10,12 @@ PYTEST_DONT_REWRITE: the cases' bytecode must be what the user wrote.
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
-from hop_harness import Collect, check, register, values
-from reference import recorded
+from hop_harness import Collect, check, close, register, values
+from reference import measure, recorded
 from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
 from torch.utils.checkpoint import checkpoint
 
@@ -221,3 +223,48 @@ def test_a_body_may_change_what_it_makes():
     counter = graphlift.testing.CompileCounter()
     out = graphlift.compile(f, backend=counter, fullgraph=True)(inputs())
     assert values(out) == values(inputs().sin() + inputs().cos()) and counter.frame_count == 1
+
+
+# == transformers' gradient_checkpointing_enable() ==============================================
+def checkpointed_model_step(name: str, compile) -> dict:
+    """A training step of a tiny transformers model with gradient checkpointing: its loss and
+    gradients, and the graphs and operators the backend received."""
+    transformers = pytest.importorskip("transformers")  # noqa: F841 - build() needs it
+    from test_transformers_models import build
+
+    model, inputs = build(name)
+    model.train()
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    inputs.setdefault("labels", inputs["input_ids"])
+    backend = Collect(compile.keywords.pop("inner"))
+    loss = compile(model, backend=backend)(**inputs).loss
+    loss.backward()
+    return {"seen": values([loss, *(p.grad for p in model.parameters())]),
+            "graphs": len(backend.graphs), "operators": backend.operators()}
+
+
+def _torch_compile_step(name: str) -> dict:
+    from torch._dynamo.backends.registry import lookup_backend as torch_backend
+
+    return checkpointed_model_step(name, functools.partial(torch.compile,
+                                                           inner=torch_backend("aot_eager")))
+
+
+CHECKPOINTED_MODELS = ["llama", "gpt2_loss"]
+for _name in CHECKPOINTED_MODELS:
+    measure(f"{PREFIX}/transformers_{_name}", functools.partial(_torch_compile_step, _name))
+
+
+@pytest.mark.parametrize("name", CHECKPOINTED_MODELS)
+def test_gradient_checkpointing_of_a_transformers_model(name):
+    from graphlift.backends import lookup_backend
+
+    ours = checkpointed_model_step(name, functools.partial(graphlift.compile,
+                                                           inner=lookup_backend("aot_eager")))
+    graphlift.reset()
+    eager_step = checkpointed_model_step(
+        name, functools.partial(lambda fn, backend: fn, inner=None))
+    theirs = recorded(f"{PREFIX}/transformers_{name}")
+    assert close(ours["seen"], eager_step["seen"])
+    assert ours["graphs"] <= theirs["graphs"]
+    assert ours["operators"] == theirs["operators"] == ["tag_activation_checkpoint"]
