@@ -265,3 +265,19 @@ def test_branches_that_change_a_variable_of_the_frame_are_refused():
 
     with pytest.raises(graphlift.Unsupported, match="a variable of an enclosing function"):
         graphlift.compile(f, backend="eager", fullgraph=True)(inputs())
+
+
+def test_a_constant_a_branch_reads_is_guarded_by_the_frame():
+    global OFFSET
+    counter = graphlift.testing.CompileCounter()
+    fn = graphlift.compile(lambda x: torch.cond(x.sum() > 0, torch.neg, lambda x: x + OFFSET,
+                                                (x,)), backend=counter)
+    before = OFFSET
+    try:
+        first = fn(-inputs())
+        OFFSET = 7.0
+        second = fn(-inputs())
+    finally:
+        OFFSET = before
+    assert counter.frame_count == 2  # the guard on OFFSET failed: compiled again
+    assert torch.equal(first, -inputs() + before) and torch.equal(second, -inputs() + 7.0)
