@@ -281,3 +281,18 @@ def test_gradient_checkpointing_of_a_transformers_model(name):
     assert close(ours["seen"], eager_step["seen"])
     assert ours["graphs"] <= theirs["graphs"]
     assert ours["operators"] == theirs["operators"] == ["tag_activation_checkpoint"]
+
+
+def test_a_body_that_advances_an_iterator_from_outside_is_refused():
+    def f(x):
+        shifts = iter([1.0, 2.0])
+
+        def body(y):
+            return y + next(shifts)
+
+        return checkpoint(body, x, use_reentrant=False), next(shifts)
+
+    with pytest.raises(graphlift.Unsupported, match="made outside it"):
+        graphlift.compile(f, backend="eager", fullgraph=True)(inputs())
+    out, after = graphlift.compile(f, backend="eager")(inputs())
+    assert values(out) == values(inputs() + 1) and after == 2.0

@@ -281,3 +281,19 @@ def test_a_constant_a_branch_reads_is_guarded_by_the_frame():
         OFFSET = before
     assert counter.frame_count == 2  # the guard on OFFSET failed: compiled again
     assert torch.equal(first, -inputs() + before) and torch.equal(second, -inputs() + 7.0)
+
+
+def test_a_branch_that_raises_is_refused_not_raised():
+    """Eager raises only when the raising branch runs: traced, both run, so the raise (which a
+    try block around the call would catch) must not be taken as the call's outcome."""
+    def f(x):
+        def checked(x):
+            raise ValueError("negative total")
+
+        try:
+            return torch.cond(x.sum() > 0, lambda x: x * 2, checked, (x,))
+        except ValueError:
+            return x - 100
+
+    with pytest.raises(graphlift.Unsupported, match="raises ValueError"):
+        graphlift.compile(f, backend="eager", fullgraph=True)(inputs())

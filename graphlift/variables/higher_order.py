@@ -42,7 +42,7 @@ from graphlift.exc import Unsupported
 from graphlift.output_graph import STATE_SWITCHES, storage_ref
 from graphlift.rebuild import Codegen
 from graphlift.sources import Source
-from graphlift.variables.base import Translator, VariableTracker, births
+from graphlift.variables.base import TracedException, Translator, VariableTracker, births
 from graphlift.variables.constant import ConstantVariable
 from graphlift.variables.containers import ListVariable, TupleVariable
 from graphlift.variables.functions import CellVariable
@@ -142,6 +142,10 @@ def trace_body(tx: Translator, op: str, role: str, fn: VariableTracker,
         result = fn.call(tx, args, {})
     except Unsupported as error:
         raise _in_body(error, op, role) from error.__cause__
+    except TracedException as error:
+        # Traced here, the raise would happen whichever branch runs, however many steps.
+        raise Unsupported(f"{op}'s {role} raises {error.cls.__name__} while traced",
+                          break_type=BODY_BREAK, hints=_HINTS) from None
     finally:
         output.side_effects = ledger
     new = [n for n in output.graph.nodes if n not in before and n.op != "placeholder"]
