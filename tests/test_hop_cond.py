@@ -297,3 +297,25 @@ def test_a_branch_that_raises_is_refused_not_raised():
 
     with pytest.raises(graphlift.Unsupported, match="raises ValueError"):
         graphlift.compile(f, backend="eager", fullgraph=True)(inputs())
+
+
+def test_in_place_writes_inside_a_branch():
+    """Into a tensor the branch made: traced; into its operand: refused (naming the line)."""
+    def own(x):
+        y = x * 2
+        y.add_(1)
+        return y
+
+    def operand(x):
+        x.add_(1)  # the refused write
+        return x * 1
+
+    def f(x):
+        return torch.cond(x.sum() > 0, own, lambda x: x - 1, (x,))
+
+    out = graphlift.compile(f, backend="aot_eager", fullgraph=True)(inputs())
+    assert torch.equal(out, inputs() * 2 + 1)
+    with pytest.raises(graphlift.Unsupported, match="in place") as info:
+        graphlift.compile(lambda x: torch.cond(x.sum() > 0, operand, torch.neg, (x,)),
+                          backend="eager", fullgraph=True)(inputs())
+    assert "line" in str(info.value)

@@ -181,9 +181,10 @@ def _check_nodes(op: str, role: str, nodes: list[torch.fx.Node], wrote_input: bo
         if node.target in STATE_SWITCHES:
             raise Unsupported(f"{op}'s {role} switches grad mode or autocast inside it (not "
                               f"modelled yet){_at(where)}", break_type=BODY_BREAK)
-        if node.meta.get("mutates") and (wrote_input or node.args and
-                                         node.args[0] not in inside or
-                                         node.args[0].target is _body_input):
+        written = node.args[0] if node.args else None
+        if node.meta.get("mutates") and (wrote_input or not isinstance(written, torch.fx.Node)
+                                         or written not in inside
+                                         or written.target is _body_input):
             raise Unsupported(f"{op}'s {role} writes in place into a tensor it did not make"
                               f"{_at(where)}", break_type=BODY_BREAK, hints=_HINTS)
         if any(user not in inside for user in node.users):
