@@ -319,3 +319,13 @@ def test_in_place_writes_inside_a_branch():
         graphlift.compile(lambda x: torch.cond(x.sum() > 0, operand, torch.neg, (x,)),
                           backend="eager", fullgraph=True)(inputs())
     assert "line" in str(info.value)
+
+
+def test_a_write_through_a_view_of_an_operand_is_refused():
+    def operand_row(x):
+        x[0].add_(1)  # a view made inside the branch, of the operand's memory
+        return x * 1
+
+    with pytest.raises(graphlift.Unsupported, match="in place"):
+        graphlift.compile(lambda x: torch.cond(x.sum() > 0, operand_row, torch.neg, (x,)),
+                          backend="eager", fullgraph=True)(inputs())

@@ -176,15 +176,23 @@ def _in_body(error: Unsupported, op: str, role: str) -> Unsupported:
 
 def _check_nodes(op: str, role: str, nodes: list[torch.fx.Node], wrote_input: bool) -> None:
     inside = set(nodes)
+    # The memory of the body's arguments and of what it reads: a write into it (through a view
+    # made inside too) would change a value outside the body.
+    outside = {storage_ref(n.meta.get("example_value")) for n in nodes
+               if n.target is _body_input}
+    outside |= {storage_ref(a.meta.get("example_value")) for n in nodes
+                for a in n.all_input_nodes if a not in inside and
+                isinstance(a.meta.get("example_value"), torch.Tensor)}
     for node in nodes:
         where = node.meta.get("stack_trace") or ""
         if node.target in STATE_SWITCHES:
             raise Unsupported(f"{op}'s {role} switches grad mode or autocast inside it (not "
                               f"modelled yet){_at(where)}", break_type=BODY_BREAK)
         written = node.args[0] if node.args else None
-        if node.meta.get("mutates") and (wrote_input or not isinstance(written, torch.fx.Node)
-                                         or written not in inside
-                                         or written.target is _body_input):
+        if node.meta.get("mutates") and (
+                wrote_input or not isinstance(written, torch.fx.Node) or written not in inside
+                or not isinstance(written.meta.get("example_value"), torch.Tensor)
+                or storage_ref(written.meta["example_value"]) in outside):
             raise Unsupported(f"{op}'s {role} writes in place into a tensor it did not make"
                               f"{_at(where)}", break_type=BODY_BREAK, hints=_HINTS)
         if any(user not in inside for user in node.users):
@@ -193,8 +201,10 @@ def _check_nodes(op: str, role: str, nodes: list[torch.fx.Node], wrote_input: bo
 
 
 def _at(stack_trace: str) -> str:
-    lines = [line.strip() for line in stack_trace.splitlines() if line.strip()]
-    return f" ({lines[-2] if len(lines) > 1 else lines[-1]})" if lines else ""
+    """`` (File "model.py", line 12, in body)``: the innermost frame of a node's stack trace."""
+    frames = [line.strip() for line in stack_trace.splitlines()
+              if line.strip().startswith("File ")]
+    return f" ({frames[-1]})" if frames else ""
 
 
 def flatten(tracker: VariableTracker, what: str
