@@ -218,8 +218,8 @@ def flatten(tracker: VariableTracker, what: str
             return list(tracker.items), lambda items: ListVariable(list(items))
         cls = getattr(tracker, "tuple_class", tuple)
         return list(tracker.items), lambda items: TupleVariable(list(items), tuple_class=cls)
-    raise Unsupported(f"{what} {tracker.describe()}: only a tensor or a flat tuple or list of "
-                      "tensors is modelled", break_type=BODY_BREAK)
+    raise Unsupported(f"{what} {type(tracker).__name__} {tracker.describe()}; only a tensor or a "
+                      "flat tuple or list of tensors is modelled", break_type=BODY_BREAK)
 
 
 def install(tx: Translator, body: Body, lifted: list[torch.fx.Node], prefix: str,
@@ -350,7 +350,7 @@ def call_cond(tx: Translator, args: list[VariableTracker],
     pred, true_fn, false_fn, operands = bind(
         op, args, kwargs, ("pred", "true_fn", "false_fn", "operands"),
         {"operands": TupleVariable([])})
-    items, _ = flatten(operands, f"{op}'s operands") if not _empty(operands) else ([], None)
+    items, _ = flatten(operands, f"{op}'s operands are") if not _empty(operands) else ([], None)
     if not isinstance(pred, TensorVariable):
         branch = true_fn if pred.truthy(tx) else false_fn  # a SymBool is guarded here
         return branch.call(tx, list(items), {})
@@ -385,7 +385,7 @@ def call_while_loop(tx: Translator, args: list[VariableTracker],
     op = "while_loop"
     cond_fn, body_fn, carried = bind(op, args, kwargs, ("cond_fn", "body_fn", "carried_inputs"),
                                      {})
-    items, _ = flatten(carried, f"{op}'s carried_inputs")
+    items, _ = flatten(carried, f"{op}'s carried_inputs are")
     fakes = [i.fake for i in items]
     proxies = [proxy(tx, fake) for fake in fakes]
     cond_body = trace_body(tx, op, "cond_fn", cond_fn, list(proxies), proxies)
@@ -418,7 +418,7 @@ def call_map(tx: Translator, args: list[VariableTracker],
         raise Unsupported(f"{op} takes f, xs and extra positional arguments",
                           break_type="user_exception")
     fn, xs, extra = args[0], args[1], args[2:]
-    leaves, rebuild_xs = flatten(xs, f"{op}'s xs")
+    leaves, rebuild_xs = flatten(xs, f"{op}'s xs is")
     if any(leaf.fake.dim() == 0 for leaf in leaves) or \
             any(leaf.fake.shape[0] != leaves[0].fake.shape[0] for leaf in leaves) or \
             leaves[0].fake.shape[0] == 0:
@@ -452,8 +452,8 @@ def call_scan(tx: Translator, args: list[VariableTracker],
         op, args, kwargs, ("combine_fn", "init", "xs", "dim", "reverse"),
         {"dim": ConstantVariable(0), "reverse": ConstantVariable(False)})
     dim, reverse = constant(dim, op, "dim"), constant(reverse, op, "reverse")
-    carries, rebuild_init = flatten(init, f"{op}'s init")
-    leaves, rebuild_xs = flatten(xs, f"{op}'s xs")
+    carries, rebuild_init = flatten(init, f"{op}'s init is")
+    leaves, rebuild_xs = flatten(xs, f"{op}'s xs is")
     ndim = leaves[0].fake.dim()
     if not isinstance(dim, int) or not -ndim <= dim < ndim or \
             any(leaf.fake.dim() != ndim or leaf.fake.shape[dim] != leaves[0].fake.shape[dim]
