@@ -218,7 +218,7 @@ def flatten(tracker: VariableTracker, what: str
             return list(tracker.items), lambda items: ListVariable(list(items))
         cls = getattr(tracker, "tuple_class", tuple)
         return list(tracker.items), lambda items: TupleVariable(list(items), tuple_class=cls)
-    raise Unsupported(f"{what} {type(tracker).__name__} {tracker.describe()}; only a tensor or a "
+    raise Unsupported(f"{what} {_kind(tracker)} ({tracker.describe()}); only a tensor or a "
                       "flat tuple or list of tensors is modelled", break_type=BODY_BREAK)
 
 
