@@ -29,6 +29,7 @@ class BreakType(enum.Enum):
     USER_EXCEPTION = "user_exception"  # the frame raises (NameError, IndexError...) while tracing
     FORCED = "forced"  # the user called graphlift.graph_break()
     DATA_DEPENDENT_GUARD = "data_dependent_guard"  # Python needs an unbacked symbol's value
+    HIGHER_ORDER_BODY = "higher_order_body"  # a torch.cond / scan / checkpoint body not traced
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,8 @@ REGISTRY: dict[BreakType, BreakInfo] = {
         "GL0011", "remove graphlift.graph_break() to capture one graph"),
     BreakType.DATA_DEPENDENT_GUARD: BreakInfo(
         "GL0012", "state what you know with torch._check(...), or use torch.where / torch.cond"),
+    BreakType.HIGHER_ORDER_BODY: BreakInfo(
+        "GL0013", "make the function pure: return new values instead of writing outside it"),
 }
 
 # The page with one section per id, relative to the repository root.

@@ -56,6 +56,9 @@ from graphlift.sources import FloatTensorSource, Source, placeholder_name
 STATE_SWITCHES = frozenset({torch._C._set_grad_enabled, torch.amp._enter_autocast,
                             torch.amp._exit_autocast})
 
+# Operators whose fake kernels need a ShapeEnv when a backend traces them (see _backend_context).
+NEEDS_SHAPE_ENV = frozenset({torch.ops.higher_order.while_loop})
+
 
 @dataclass(eq=False)
 class GraphInput:
@@ -201,6 +204,12 @@ class OutputGraph:
             self._size_nodes[key] = self.create_node("call_method", "size", (tensor, dim), {})
         return self._size_nodes[key]
 
+    def forget_cached_nodes(self, nodes: list[torch.fx.Node]) -> None:
+        """``nodes`` leave this graph (a higher-order operator's body): no cache may hand
+        them out again."""
+        gone = set(nodes)
+        self._size_nodes = {k: n for k, n in self._size_nodes.items() if n not in gone}
+
     def note_guards(self) -> None:
         """Remember where the trace was when the ShapeEnv recorded its newest guards."""
         if self._shape_env is None:
@@ -325,10 +334,12 @@ class OutputGraph:
         return sum(1 for n in self.graph.nodes
                    if n.op in ("call_function", "call_method", "call_module"))
 
-    def add_subgraph(self, graph: torch.fx.Graph) -> str:
-        """Make ``graph`` a module attribute of this graph (``subgraph_0``, as torch.compile
-        names them); it may read the subgraphs added before it. Returns its name."""
-        name = f"subgraph_{len(self.root._modules)}"
+    def add_subgraph(self, graph: torch.fx.Graph, prefix: str = "subgraph") -> str:
+        """Make ``graph`` a module attribute of this graph (``subgraph_0``, ``cond_true_0``: the
+        prefix and a count, as torch.compile names them); it may read the subgraphs added before
+        it. Returns its name."""
+        count = sum(1 for name in self.root._modules if name.rsplit("_", 1)[0] == prefix)
+        name = f"{prefix}_{count}"
         self.root.add_module(name, torch.fx.GraphModule(self.root, graph, class_name=name))
         return name
 
@@ -390,6 +401,12 @@ class OutputGraph:
         with an empty one attached, sizes staying static; the backend then fills its caches
         (with the same keys as graphlift.persist's load, which compiles the saved graph so)."""
         if self.has_symbols:
+            return tracing(TracingContext(self.fake_mode))
+        if any(n.target in NEEDS_SHAPE_ENV for n in self.graph.nodes):
+            # A loop operator's fake kernel makes symbols of its own (while_loop): the backend
+            # traces with our fake mode, given an empty ShapeEnv, sizes staying static.
+            if self.fake_mode.shape_env is None:
+                self.fake_mode.shape_env = ShapeEnv()
             return tracing(TracingContext(self.fake_mode))
         if not caching:
             return contextlib.nullcontext()

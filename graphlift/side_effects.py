@@ -96,6 +96,11 @@ class SideEffects:
         """A call replayed after the graph and the writes, in the order the calls were made."""
         self.calls.append(DeferredCall(obj, method, list(args), dict(kwargs)))
 
+    def write_local(self, tracker: Tracker) -> None:
+        """A value made in the frame is about to change (a list, dict or set, a cell of the
+        frame, a new object's attribute): nothing to write back. A higher-order operator's
+        body refuses it when the value is older than the body (variables/higher_order.py)."""
+
     def mutate_container(self, container: Container) -> None:
         """A list, dict or set from the inputs changed; its final items are written back."""
         if all(c is not container for c in self.mutated_containers):

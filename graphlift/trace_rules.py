@@ -223,6 +223,9 @@ FORCED_BREAK = Rule("graph_break", Kind.SKIP,
 TORCH_MARKER = Rule("torch_marker", Kind.POLYFILL,
                     "a torch.compile query or marker, answered as in compiled code "
                     "(is_compiling() is True)")
+HIGHER_ORDER = Rule("higher_order_op", Kind.GRAPH,
+                    "a torch higher-order operator: the functions it takes are traced into "
+                    "subgraphs and the operator is one node, as under torch.compile")
 TORCH_FORBIDDEN = Rule("torch_forbidden", Kind.SKIP,
                        "torch.compile forbids it in a compiled region (set_stance, mark_dynamic); "
                        "it runs eagerly at a graph break",
@@ -312,7 +315,7 @@ USER_CODE = Rule("user_code", Kind.INLINE, "user code is traced")
 
 # Every rule, for reports and tests (names are unique).
 RULES = (DISABLED, TORCH_DISABLED, TORCH_DISALLOWED, ALLOW_IN_GRAPH, COMPILED_FUNCTION,
-         FORCED_BREAK, TORCH_MARKER, TORCH_FORBIDDEN, POLYFILLED, POLYFILL_DECLINED,
+         FORCED_BREAK, TORCH_MARKER, HIGHER_ORDER, TORCH_FORBIDDEN, POLYFILLED, POLYFILL_DECLINED,
          MODELLED_CLASS, IO_BUILTIN, PYTHON_BUILTIN, UNHANDLED_BUILTIN, BUILTIN_TYPE_METHOD,
          CONSTANT_CLASS_METHOD,
          PURE_C_FUNCTION, TORCH_GLOBAL_STATE, TENSOR_METHOD, TORCH_OP, C_METHOD, CONFIG_SKIP,
@@ -388,6 +391,16 @@ TORCH_MARKERS: dict[tuple[str, str], Decision] = {
     # a higher-order op taking a Python function: unrolled into the graph (see the polyfill)
     ("torch._higher_order_ops.associative_scan", "associative_scan"):
         Decision(Kind.POLYFILL, TORCH_HIGHER_ORDER, compiler.associative_scan),
+}
+# torch's higher-order operators over Python functions, by identity: each call traces the
+# functions into subgraphs and is one operator node (variables/higher_order.py, by the name).
+HIGHER_ORDER_OPS: dict[Any, str] = {
+    torch.cond: "cond",  # torch._higher_order_ops.cond.cond
+    sys.modules["torch._higher_order_ops.while_loop"].while_loop: "while_loop",
+    sys.modules["torch._higher_order_ops.map"].map: "map",
+    sys.modules["torch._higher_order_ops.scan"].scan: "scan",
+    # torch._disable_dynamo's wrapper: before the row that skips those (_torch_marker)
+    sys.modules["torch.utils.checkpoint"].checkpoint: "checkpoint",
 }
 TORCH_FORBIDDEN_ATTR = "_dynamo_forbidden"  # torch's mark on set_stance, mark_dynamic, ...
 TORCH_DISABLED_ATTR = "_torchdynamo_disable"  # torch.compiler.disable's mark on its wrapper
@@ -516,6 +529,9 @@ def _by_object(fn: Any) -> Decision | None:
     """Rules that recognise the object itself (before its module is considered)."""
     if fn is graph_break:  # before the row for graphlift's own module
         return Decision(Kind.SKIP, FORCED_BREAK)
+    higher_order = HIGHER_ORDER_OPS.get(fn) if _hashable(fn) else None
+    if higher_order is not None:
+        return Decision(Kind.GRAPH, HIGHER_ORDER, target=higher_order)
     stateful = stateful_reason(fn)  # before torch's markers: torch._dynamo disables manual_seed
     if stateful is not None:
         return Decision(Kind.SKIP, TORCH_GLOBAL_STATE, detail=stateful)

@@ -1480,6 +1480,7 @@ class InstructionTranslator:
         self.popn(2)
 
     def FOR_ITER(self, inst: Instruction) -> None:
+        self.output.side_effects.write_local(self.peek())  # it advances
         item = self.peek().next_item()
         if item is None:
             self.pop()

@@ -35,6 +35,7 @@ STABLE_IDS = {
     "user_exception": "GL0010",
     "forced": "GL0011",
     "data_dependent_guard": "GL0012",
+    "higher_order_body": "GL0013",
 }
 
 

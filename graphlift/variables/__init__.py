@@ -23,6 +23,8 @@ translator reaches every kind, and a kind needing the translator gets it as ``tx
   ``ModelOutput``): a user object plus a tracker of its builtin part.
 - ``autograd``: ``torch.autograd.Function.apply``: ``forward`` inlined when no input requires
   grad, else one node that a differentiating backend traces through to the class's ``backward``.
+- ``higher_order``: torch.cond, while_loop, map, scan and checkpoint: the functions they take
+  traced into subgraphs, one higher-order operator node per call.
 - ``callables``: the trace rules' decisions as trackers (skipped, polyfilled, allow_in_graph).
 - ``nn_module``: ``nn.Module`` instances, pinned by identity or (arguments) guarded by their
   structure; calls inline ``forward``.

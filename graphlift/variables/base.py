@@ -9,6 +9,7 @@ the real classes have every member a protocol names.
 
 from __future__ import annotations
 
+import itertools
 import types
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
@@ -20,6 +21,14 @@ from graphlift.sources import Source
 if TYPE_CHECKING:
     from graphlift.guards import GuardBuilder
     from graphlift.output_graph import OutputGraph
+
+
+_BIRTHS = itertools.count()
+
+
+def births() -> int:
+    """A number above every tracker's ``born`` so far (trackers made later have larger ones)."""
+    return next(_BIRTHS)
 
 
 class VariableTracker:
@@ -34,6 +43,8 @@ class VariableTracker:
 
     def __init__(self, source: Source | None = None) -> None:
         self.source = source
+        self.born = next(_BIRTHS)  # creation order: what a higher-order body may change
+
 
     def __repr__(self) -> str:
         where = f" from {self.source.name()}" if self.source else ""

@@ -391,6 +391,7 @@ def _next(tx, args, kwargs):
     iterator = args[0]
     if not isinstance(iterator, IteratorVariable):
         raise Unsupported(f"next() on {iterator!r}")
+    tx.output.side_effects.write_local(iterator)  # it advances
     item = iterator.next_item()
     if item is not None:
         return item

@@ -7,7 +7,8 @@ class or operator met while tracing, and returns the tracker that does it:
 ``INLINE``         ``UserFunctionVariable`` / ``UserMethodVariable`` (``ClassVariable`` for classes)
 ``POLYFILL``       :class:`PolyfillVariable`: calls inline the stand-in
 ``BUILTIN``        ``BuiltinVariable`` (``ClassVariable`` for classes with a native constructor)
-``GRAPH``          ``TorchCallableVariable``; :class:`AllowedFunctionVariable` for allow_in_graph
+``GRAPH``          ``TorchCallableVariable``; :class:`AllowedFunctionVariable` for allow_in_graph;
+                   ``HigherOrderVariable`` for torch.cond and the other higher-order operators
 ``SKIP``           :class:`SkippedFunctionVariable`: a call is a graph break naming the rule
 =================  ==========================================================================
 """
@@ -30,6 +31,7 @@ from graphlift.variables.builtins import BuiltinVariable
 from graphlift.variables.constant import wrap_constant
 from graphlift.variables.distributed import DistributedFunctionVariable
 from graphlift.variables.functions import UserFunctionVariable, UserMethodVariable
+from graphlift.variables.higher_order import HigherOrderVariable
 from graphlift.variables.iterators import GeneratorVariable, LazyIteratorVariable
 from graphlift.variables.numpy import NumpyFunctionVariable
 from graphlift.variables.objects import ClassVariable, UserObjectVariable, bind_class_attr
@@ -57,6 +59,8 @@ def wrap_callable(tx: Translator, value: Any,
         return NumpyFunctionVariable(value, decision.target, source)
     if kind is Kind.POLYFILL:
         return PolyfillVariable(value, decision.target, source)
+    if decision.rule is trace_rules.HIGHER_ORDER:
+        return HigherOrderVariable(value, decision.target, source)
     if kind is Kind.BUILTIN and decision.rule is not trace_rules.MODELLED_CLASS:
         return BuiltinVariable(value, source)  # builtin types (int, list) included
     if isinstance(value, type):

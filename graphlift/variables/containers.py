@@ -126,6 +126,8 @@ class ListVariable(BaseListVariable):
         """About to mutate: an input list is recorded in the side-effect ledger."""
         if self.source is not None:
             tx.output.side_effects.mutate_container(self)
+        else:
+            tx.output.side_effects.write_local(self)
         self.mutated = True
 
 
@@ -253,6 +255,8 @@ class SetVariable(VariableTracker):
         """About to mutate: an input set is recorded in the side-effect ledger."""
         if self.source is not None:
             tx.output.side_effects.mutate_container(self)
+        else:
+            tx.output.side_effects.write_local(self)
         self.mutated = True
 
     def reconstruct(self, codegen: Codegen) -> str:
@@ -381,6 +385,8 @@ class DictVariable(VariableTracker):
         """About to mutate: an input dict is recorded in the side-effect ledger."""
         if self.source is not None:
             tx.output.side_effects.mutate_container(self)
+        else:
+            tx.output.side_effects.write_local(self)
         self.mutated = True
 
 

@@ -80,6 +80,8 @@ class CellVariable(VariableTracker):
             # A cell that outlives the frame: written back after the graph runs.
             tx.output.side_effects.store(self.contents_source, value)
             tx.output.side_effects.set_cell_contents(self.real_cell, value)
+        else:
+            tx.output.side_effects.write_local(self)
         self.contents = value
 
 

@@ -684,6 +684,8 @@ class UserObjectVariable(VariableTracker):
         if not self.is_new:
             # An input object: the ledger writes the attribute back after the graph runs.
             tx.output.side_effects.store(AttrSource(self.source, name), value, owner=self)
+        else:
+            tx.output.side_effects.write_local(self)
         self.attrs[name] = value
 
     def call(self, tx, args, kwargs):
