@@ -55,7 +55,8 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
     graph:       output_graph  -- the FX graph, fake tensors, graph inputs, the backend call
     rules:       trace_rules  -- inline, polyfill, builtin, graph node or skip, per callable
     records:     graph_break, backends, ddp_optimizer, rebuild, side_effects, guards,
-                 dynamic_shapes, compiler_collectives, polyfills.support, polyfills.builtins,
+                 dynamic_shapes, shape_guards, compiler_collectives, polyfills.support,
+                 polyfills.builtins,
                  polyfills.collections, polyfills.compiler, polyfills.copy,
                  polyfills.functools, polyfills.heapq, polyfills.itertools, polyfills.operator,
                  polyfills, resume  -- break records, backends, splitting graphs at DDP's
@@ -71,14 +72,21 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
                  extra slot
 """
 
+import importlib
+import os
+
 from graphlift.bytecode import check_python_version
 
 check_python_version()
 
-# Imports below need 3.10 or later (the version check above must run first).
+# Imports below need 3.10 or later (the version check above must run first). They are what
+# wrapping a function needs: the translator, the variable trackers, code generation, sympy and the
+# ShapeEnv, the structured trace and the doctor are imported on first use (the first compile, the
+# first symbolic size...), so that ``import graphlift`` costs a small part of ``import torch``
+# (``tests/test_import_time.py`` checks which modules it loads).
 # ``graphlift.graph_break`` is the function; its module stays importable by its full name
 # (``graphlift.graph_break.listeners``).
-from graphlift import events, structured_trace, testing, trace_rules  # noqa: E402
+from graphlift import events, testing, trace_rules  # noqa: E402
 from graphlift.backends import list_backends, register_backend  # noqa: E402
 from graphlift.cache import CacheEntry, Stats  # noqa: E402
 from graphlift.config import config  # noqa: E402
@@ -100,11 +108,31 @@ from graphlift.explain import ExplainOutput, explain  # noqa: E402
 from graphlift.graph_break import graph_break  # noqa: E402
 from graphlift.logs import configure_from_env, set_logs  # noqa: E402
 from graphlift.stance import error_on_graph_break, set_stance  # noqa: E402
-from graphlift.variables.regions import nested_compile_region, region_stats  # noqa: E402
+
+# Public names whose modules load the variable trackers: ``graphlift.NAME`` imports them on first
+# use (module ``__getattr__``, PEP 562). name -> (module, attribute; None for the module itself).
+_ON_FIRST_USE: dict[str, tuple[str, str | None]] = {
+    "nested_compile_region": ("graphlift.variables.regions", "nested_compile_region"),
+    "region_stats": ("graphlift.variables.regions", "region_stats"),
+    "structured_trace": ("graphlift.structured_trace", None),  # GRAPHLIFT_TRACE's writer
+}
+
+
+def __getattr__(name: str) -> object:
+    """The public names of :data:`_ON_FIRST_USE`, imported when first read."""
+    if name not in _ON_FIRST_USE:
+        raise AttributeError(f"module 'graphlift' has no attribute {name!r}")
+    module_name, attribute = _ON_FIRST_USE[name]
+    module = importlib.import_module(module_name)
+    value = module if attribute is None else getattr(module, attribute)
+    globals()[name] = value  # the next read is a plain global
+    return value
+
 
 configure_from_env()
 events.configure_from_env()  # GRAPHLIFT_RECORD: what `graphlift doctor` reads
-structured_trace.configure_from_env()  # GRAPHLIFT_TRACE: the log tlparse renders
+if os.environ.get("GRAPHLIFT_TRACE"):  # the log tlparse renders (structured_trace.ENV_VAR)
+    __getattr__("structured_trace").configure_from_env()
 install_from_env()  # GRAPHLIFT_INSTALL=1: torch.compile runs graphlift
 
 __version__ = "0.1.0"
