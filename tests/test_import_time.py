@@ -95,6 +95,7 @@ try:
 except AttributeError as error:
     missing = str(error)
 import graphlift.structured_trace as trace
+assert {"nested_compile_region", "region_stats", "compile"} <= set(dir(graphlift))
 result = [before, nested_compile_region is regions.nested_compile_region,
           graphlift.region_stats is regions.region_stats, graphlift.structured_trace is trace,
           missing]
