@@ -18,7 +18,9 @@ Rows:
 - the whole GPT in a *second* process: graphlift with ``GRAPHLIFT_CACHE_DIR`` filled by an earlier
   process, torch.compile with its own caches filled (``TORCHINDUCTOR_CACHE_DIR``; with these
   backends Dynamo itself keeps nothing), with backend ``"eager"`` and with a callable backend
-  defined in the script (``def my_backend(gm, example_inputs): return gm.forward``).
+  defined in the script (``def my_backend(gm, example_inputs): return gm.forward``); and the same
+  decoder written as a function of its weights (``benchmarks/warm_start.py``), whose entry guards
+  no module, with ``"eager"``.
 
 graphlift's bytecode caches (``__pycache__``) are written and used, as for an installed package
 (torch's are): the children run without ``PYTHONDONTWRITEBYTECODE``, after one untimed import.
@@ -92,7 +94,11 @@ args = (torch.randn(2, 16, 32), decoder_params(2, 32))
 }
 COLD_WORKLOADS = ("import", "x.sin() + 1 (8 floats)", "GPT, 12 blocks (d 64)",
                   "GPT, 12 blocks, regional")
-WARM_WORKLOAD = "GPT, 12 blocks (d 64)"
+# The second-process rows: (workload, backend source text, label).
+WARM_ROWS = (("GPT, 12 blocks (d 64)", '"eager"', "GPT, 12 blocks, second process, eager"),
+             ("GPT, 12 blocks (d 64)", "my_backend", "GPT, 12 blocks, second process, a callable"),
+             ("functional decoder, 12 blocks", '"eager"',
+              "decoder function, 12 blocks, second process, eager"))
 
 PRELUDE = """
 import sys
@@ -145,7 +151,7 @@ print(json.dumps({"import_s": import_s, "first_s": first_s,
 
 FIRST_CALL_MARK = "-- clock starts --"
 CHECK_LOADED = """
-stats = graphlift.stats(type(target).forward)
+stats = graphlift.stats(type(target).forward if isinstance(target, torch.nn.Module) else target)
 assert stats.compiles == 0 and stats.loaded >= 1, f"not a warm start: {stats}"
 """
 
@@ -198,13 +204,13 @@ def measure_cold(workload: str, samples: int) -> dict:
     return summary(workload, rounds)
 
 
-def measure_warm(backend: str, samples: int, root: Path) -> dict:
-    """The whole GPT's second process: each system's caches filled by one untimed process."""
+def measure_warm(workload: str, backend: str, label: str, samples: int, root: Path) -> dict:
+    """A second process: each system's caches filled by one untimed process first."""
     gl_env = {"GRAPHLIFT_CACHE_DIR": str(root / "graphlift"),
               "TORCHINDUCTOR_CACHE_DIR": str(root / "graphlift-inductor")}
     tc_env = {"TORCHINDUCTOR_CACHE_DIR": str(root / "torch-compile-inductor")}
     envs = {"graphlift": gl_env, "torch.compile": tc_env}
-    sources = {system: child_source(system, WARM_WORKLOAD, backend) for system in FRONTENDS}
+    sources = {system: child_source(system, workload, backend) for system in FRONTENDS}
     for system, source in sources.items():
         report(source, envs[system])  # fill the caches
     sources["graphlift"] = sources["graphlift"].replace("\nimport json, sys\n",
@@ -212,8 +218,7 @@ def measure_warm(backend: str, samples: int, root: Path) -> dict:
     rounds = []
     for _ in range(samples):
         rounds.append({system: report(source, envs[system]) for system, source in sources.items()})
-    label = "eager" if backend == '"eager"' else "a callable"
-    return summary(f"GPT, 12 blocks, second process, {label}", rounds)
+    return summary(label, rounds)
 
 
 def heaviest_imports(workload: str, top: int) -> list[tuple[int, str]]:
@@ -241,8 +246,8 @@ def main() -> None:
     run_child(child_source("graphlift", "import"))  # writes graphlift's bytecode caches
     results = [measure_cold(w, opts.samples) for w in COLD_WORKLOADS]
     with tempfile.TemporaryDirectory() as root:
-        results += [measure_warm(backend, opts.samples, Path(root) / str(i))
-                    for i, backend in enumerate(('"eager"', "my_backend"))]
+        results += [measure_warm(*row, opts.samples, Path(root) / str(i))
+                    for i, row in enumerate(WARM_ROWS)]
     print(f"{'first result in a fresh process':<44}{'gl ms':>8}{'tc ms':>8}{'gl/tc':>7}"
           f"{'gl import ms':>14}  graphlift imported torch._dynamo / sympy")
     for r in results:
