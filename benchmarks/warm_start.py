@@ -1,7 +1,9 @@
 """Warm start: the first call in a second process, graphlift (entries loaded from
 ``GRAPHLIFT_CACHE_DIR``) vs graphlift's own cold first call vs torch.compile's second process.
 
-Each sample is a new process, as in ``benchmarks/cold_start.py`` (whose child scripts this reuses).
+Each sample is a new process, as in ``benchmarks/cold_start.py``, whose child scripts this reuses:
+the clock starts after ``import torch``, so graphlift's figures include ``import graphlift`` and
+torch.compile's its import of ``torch._dynamo``.
 Before timing, one graphlift process fills a cache directory and one torch.compile process fills
 its own caches (``TORCHINDUCTOR_CACHE_DIR``: inductor's FX graph and AOTAutograd caches; with
 backend "eager" Dynamo itself keeps nothing between processes). Then, interleaved per round:

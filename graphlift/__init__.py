@@ -56,15 +56,15 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
     graph:       output_graph  -- the FX graph, fake tensors, graph inputs, the backend call
     rules:       trace_rules  -- inline, polyfill, builtin, graph node or skip, per callable
     records:     graph_break, backends, ddp_optimizer, rebuild, side_effects, guards,
-                 dynamic_shapes, compiler_collectives, polyfills.support, polyfills.builtins,
-                 polyfills.collections, polyfills.compiler, polyfills.copy,
+                 dynamic_shapes, shape_guards, compiler_collectives, polyfills.support,
+                 polyfills.builtins, polyfills.collections, polyfills.compiler, polyfills.copy,
                  polyfills.functools, polyfills.heapq, polyfills.itertools, polyfills.operator,
                  polyfills, resume  -- break records, backends, splitting graphs at DDP's
                  gradient buckets, what rebuilding values after the graph asks of the code
                  generator and of trackers, the side-effect ledger, guard
-                 kinds and the check function, symbolic sizes (agreed across ranks by compiler
-                 collectives), pure-Python stand-ins for C
-                 functions, resume code objects
+                 kinds and the check function, which sizes are symbolic (agreed across ranks by
+                 compiler collectives) and the ShapeEnv's guards (sympy), pure-Python stand-ins
+                 for C functions, resume code objects
     bytecode:    bytecode  -- decoding 3.10 to 3.13 instructions into one form; the version check
     primitives:  config, break_types, exc, logs, progress, sources, code_extra  -- settings,
                  the graph-break registry (ids GL0001...), errors, GRAPHLIFT_LOGS, the phases of
@@ -72,11 +72,17 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
                  extra slot
 """
 
+import importlib
+
 from graphlift.bytecode import check_python_version
 
 check_python_version()
 
-# Imports below need 3.10 or later (the version check above must run first).
+# Imports below need 3.10 or later (the version check above must run first). They are what
+# wrapping a function needs: the translator, the variable trackers, code generation, sympy and the
+# ShapeEnv are imported by the first compile, the doctor by ``graphlift doctor``, so that ``import
+# graphlift`` costs a small part of ``import torch`` (``tests/test_import_time.py`` checks which
+# modules it loads; see docs/warm-start.md, cold start).
 # ``graphlift.graph_break`` is the function; its module stays importable by its full name
 # (``graphlift.graph_break.listeners``).
 from graphlift import events, structured_trace, testing, trace_rules  # noqa: E402
@@ -101,7 +107,28 @@ from graphlift.explain import ExplainOutput, explain  # noqa: E402
 from graphlift.graph_break import graph_break  # noqa: E402
 from graphlift.logs import configure_from_env, set_logs  # noqa: E402
 from graphlift.stance import error_on_graph_break, set_stance  # noqa: E402
-from graphlift.variables.regions import nested_compile_region, region_stats  # noqa: E402
+
+# Public names whose modules load the variable trackers: ``graphlift.NAME`` imports them on first
+# use (module ``__getattr__``, PEP 562). name -> (module, attribute).
+_ON_FIRST_USE: dict[str, tuple[str, str]] = {
+    "nested_compile_region": ("graphlift.variables.regions", "nested_compile_region"),
+    "region_stats": ("graphlift.variables.regions", "region_stats"),
+}
+
+
+def __getattr__(name: str) -> object:
+    """The public names of :data:`_ON_FIRST_USE`, imported when first read."""
+    if name not in _ON_FIRST_USE:
+        raise AttributeError(f"module 'graphlift' has no attribute {name!r}")
+    module_name, attribute = _ON_FIRST_USE[name]
+    value = getattr(importlib.import_module(module_name), attribute)
+    globals()[name] = value  # the next read is a plain global
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_ON_FIRST_USE))
+
 
 configure_from_env()
 events.configure_from_env()  # GRAPHLIFT_RECORD: what `graphlift doctor` reads

@@ -22,13 +22,13 @@ import ast
 import functools
 import types
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from graphlift import bytecode
 from graphlift.exc import Unsupported
+from graphlift.rebuild import FrameWrappers
 from graphlift.resume import ResumeKey, local_cells, with_exit_slots
 from graphlift.side_effects import ErrorReplay, SideEffects
 from graphlift.sources import FN_NAME, Source
@@ -54,19 +54,6 @@ def _is_literal(expr: str) -> bool:
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return False
     return True
-
-
-@dataclass(frozen=True)
-class FrameWrappers:
-    """How generated code reaches the interception layer, which sits above code generation:
-    ``eval_frame`` passes its wrapper factories down through ``convert_frame``."""
-
-    function: Callable  # (fn, options) -> the compiled wrapper of a user function
-    module_call: Callable  # (module, options) -> a call of the module through its compiled forward
-    code: Callable  # (fn, options) -> a new wrapper for a function (resume functions)
-    # (callable, options) -> what an eager frame calls for it: a disable(recursive=False)
-    # function running with its callees compiled, a user function torch disallowed compiled
-    route: Callable
 
 
 class OutputCodegen:

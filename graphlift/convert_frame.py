@@ -16,16 +16,15 @@ import types
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from graphlift import bytecode, compiler_collectives, eager_callees, logs, progress
 from graphlift.backends import keeps_floats_dynamic, takes_subgraphs
 from graphlift.cache import CacheEntry, ExtraState, VerifyPlan
-from graphlift.codegen import BreakTail, ErrorPathCodegen, FrameWrappers, OutputCodegen
 from graphlift.config import config
-from graphlift.dynamic_shapes import ShapePolicy, install_shape_guards
+from graphlift.dynamic_shapes import ShapePolicy
 from graphlift.exc import (
     BackendCompilerFailed,
     ConstraintViolationError,
@@ -35,11 +34,14 @@ from graphlift.exc import (
 )
 from graphlift.graph_break import GraphBreak, report
 from graphlift.guards import CompiledGuards, GuardBuilder
-from graphlift.output_graph import OutputGraph
 from graphlift.resume import CO_GENERATOR_LIKE, GradModeExit, resumable_break
 from graphlift.side_effects import ErrorReplay
 from graphlift.sources import FN_NAME, GLOBALS_NAME
-from graphlift.translator import InstructionTranslator
+
+if TYPE_CHECKING:
+    from graphlift.codegen import ErrorPathCodegen, OutputCodegen
+    from graphlift.output_graph import OutputGraph
+    from graphlift.rebuild import FrameWrappers
 
 # Code flags of functions whose call returns a suspended frame, and what that frame is called.
 FRAME_OBJECT_KINDS = ((0x20, "generator"), (0x80, "coroutine"), (0x200, "async generator"))
@@ -249,6 +251,13 @@ class _Attempt:
             raise _AgreedOtherwise
 
     def compile(self, break_at: int | None, error: Unsupported | None = None) -> CacheEntry:
+        # Imported on the first compile, not with graphlift: the translator, every variable
+        # tracker, code generation and sympy take longer to import than wrapping a function does.
+        from graphlift.codegen import BreakTail, ErrorPathCodegen, OutputCodegen  # deferred: ^
+        from graphlift.output_graph import OutputGraph  # deferred: ^
+        from graphlift.shape_guards import install_shape_guards  # deferred: ^
+        from graphlift.translator import InstructionTranslator  # deferred: ^
+
         fn, state, signature = self.fn, self.state, self.signature
         progress.phase("setup")
         options = self.options

@@ -95,7 +95,7 @@ from typing import Any
 import torch
 
 from graphlift import bytecode, cache, logs, trace_rules
-from graphlift.codegen import FrameWrappers
+from graphlift.rebuild import FrameWrappers
 from graphlift.resume import WITHOUT_NULL_310, encode_exception_table
 
 ROUTES_ATTR = "_graphlift_routes"  # on a user function: {options: what route() returns,

@@ -65,7 +65,6 @@ from graphlift import (
 )
 from graphlift.backends import configure
 from graphlift.cache import CacheEntry, ExtraState
-from graphlift.codegen import FrameWrappers
 from graphlift.config import config, live_values
 from graphlift.convert_frame import (
     EAGER_RUN_FILE,
@@ -83,6 +82,7 @@ from graphlift.exc import (
     RecompileError,
     RecompileLimitExceeded,
 )
+from graphlift.rebuild import FrameWrappers
 from graphlift.resume import RESUME_ATTR
 from graphlift.sources import FN_NAME, GLOBALS_NAME, LocalSource
 

@@ -324,7 +324,7 @@ class GuardBuilder:
                        currents: tuple[tuple[str, str], ...] = (), zero_one: bool = False,
                        origin: str | None = None) -> None:
         """A relation between sizes and ints that the trace assumed (rendered by
-        :func:`graphlift.dynamic_shapes.install_shape_guards`).
+        :func:`graphlift.shape_guards.install_shape_guards`).
 
         ``fast`` is the form for the generated function, where it may bind a symbol to a name
         (``2 <= (__gl_s0 := x.size()[0])``) for the guards after it; None when another guard's

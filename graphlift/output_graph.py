@@ -5,7 +5,8 @@ node and a fake tensor with the same metadata. Real tensors enter only as graph 
 (placeholders, each tied to the :class:`~graphlift.sources.Source` that reaches it again at run
 time); operations run on fake tensors while tracing, so dtypes are known constants, and so are
 sizes, except the dynamic ones: those are symbols of the fake mode's ``ShapeEnv`` (see
-:mod:`graphlift.dynamic_shapes`, which decides which, and guards what the trace assumed).
+:mod:`graphlift.dynamic_shapes`, which decides which, and :mod:`graphlift.shape_guards`, which
+guards what the trace assumed).
 """
 
 from __future__ import annotations
@@ -38,17 +39,14 @@ from graphlift.backends import (
 from graphlift.config import config
 from graphlift.ddp_optimizer import active_ddp_module, split_backend
 from graphlift.dynamic_shapes import (
-    SIZE_DYNAMIC,
-    SIZE_STATIC,
-    SIZE_UNBACKED,
     ShapePolicy,
     TorchSource,
     UserLine,
-    new_shape_env,
     stack_trace,
     tracing_location,
 )
 from graphlift.exc import BackendCompilerFailed
+from graphlift.shape_guards import SIZE_DYNAMIC, SIZE_STATIC, SIZE_UNBACKED, new_shape_env
 from graphlift.side_effects import SideEffects
 from graphlift.sources import FloatTensorSource, Source, placeholder_name
 

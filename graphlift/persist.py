@@ -49,8 +49,11 @@ strides, dtype, device, requires_grad: ``torch.empty_strided``; backends read no
 then finds its own FX graph and AOTAutograd caches (``TORCHINDUCTOR_CACHE_DIR``) warm and skips
 code generation: the cold process filled them, its static graph compiled under a tracing context
 with a ShapeEnv too (``OutputGraph._backend_context``). A graph with symbolic sizes or int inputs
-is not saved for them (its examples would need this process's ShapeEnv). Other backends (a
-callable, ``mode=`` settings) are not saved. The graph saved is the one the entry keeps, after
+is not saved for them (its examples would need this process's ShapeEnv). A callable backend
+reachable by import is saved under its import path (:func:`saved_as`) and called again on the
+loaded graph, with zero tensors of the saved metadata (static graphs only, as for ``aot_eager``):
+only the backend's own work is repeated. Other backends (a lambda, a closure, an object,
+``mode=`` settings) are not saved. The graph saved is the one the entry keeps, after
 the backend ran: inductor's pre-grad passes may have rewritten it in place (the same computation;
 its cache keys stay those of the cold compile where the passes leave their own output as it is,
 as on ``x + 1`` and a 2-block decoder: the first warm process hits both caches).
@@ -87,17 +90,25 @@ from graphlift.config import config
 from graphlift.guards import CompiledGuards, Guard, GuardKind, TensorSpec, tensor_checker
 from graphlift.resume import ResumeKey, ResumePoint, make_resume_code
 from graphlift.sources import GlobalSource, LocalSource
-from graphlift.variables import nn_module
 
 FORMAT = 1
 MAGIC = b"graphlift-cache"
 KEY_FILE = ".graphlift-key"
-SAVED_BACKENDS = frozenset({"eager", "aot_eager", "inductor"})  # see the module docstring
+SAVED_BACKENDS = frozenset({"eager", "aot_eager", "inductor"})  # and callables: see saved_as
 EXAMPLES_NOT_NEEDED = frozenset({"eager"})  # backends compiling the graph without examples
 
 
 class NotPortable(Exception):
     """A value that cannot be written as data and rebound in another process."""
+
+
+def _nn_module() -> types.ModuleType:
+    """``graphlift.variables.nn_module``, imported on first use: the variable trackers are the
+    translator's, and neither ``import graphlift`` nor loading an entry without module guards
+    needs them."""
+    from graphlift.variables import nn_module  # deferred: see above
+
+    return nn_module
 
 
 # -- values ------------------------------------------------------------------------------------
@@ -117,7 +128,7 @@ def _encode(value: Any) -> Any:
     kind = type(value)
     if isinstance(value, (torch.nn.Module, torch.Tensor)) and id(value) in _pinned_members:
         return {"member": _pinned_members[id(value)]}
-    if value is nn_module.STRUCTURE_VERSION:  # the module guards' process-wide counter
+    if value is _nn_module().STRUCTURE_VERSION:  # the module guards' process-wide counter
         return {"import": ["graphlift.variables.nn_module", "STRUCTURE_VERSION"]}
     if kind is ResumePoint:
         return {"resume": _encode_resume(value)}
@@ -349,13 +360,16 @@ def _encode_examples(gm: torch.fx.GraphModule) -> list[dict[str, Any]]:
 
 
 def _compile_loaded(graph: torch.fx.GraphModule, examples: list[dict[str, Any]] | None,
-                    backend: str) -> Callable:
-    """The backend's callable for a loaded graph. A backend that compiles for its inputs gets
-    fake tensors of the saved metadata, static sizes, under a tracing context whose fake mode
-    has a ShapeEnv, as torch.compile hands them over: inductor's FX graph and AOTAutograd caches
-    are bypassed without a ShapeEnv."""
+                    backend: str | Callable) -> Callable:
+    """The backend's callable for a loaded graph. A callable of the user's gets the graph and
+    tensors of the saved metadata, as its cold compile got the graph and the call's tensors. A
+    backend of torch's that compiles for its inputs gets fake tensors of the saved metadata,
+    static sizes, under a tracing context whose fake mode has a ShapeEnv, as torch.compile hands
+    them over: inductor's FX graph and AOTAutograd caches are bypassed without a ShapeEnv."""
     if examples is None:
         return lookup_backend(backend)(graph, [])
+    if not isinstance(backend, str):
+        return backend(graph, _decode_examples(examples))
     # Imported here: these backends import torch._dynamo anyway; the eager path never does.
     from torch._guards import TracingContext, tracing
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -375,14 +389,14 @@ def _compile_loaded(graph: torch.fx.GraphModule, examples: list[dict[str, Any]] 
 
 
 def _decode_examples(data: list[dict[str, Any]]) -> list[torch.Tensor]:
-    """Tensors of the saved metadata, their values unset (uninitialized memory): backends trace
-    them as fake tensors and read no values."""
+    """Tensors of the saved metadata, filled with zeros: torch's backends trace them as fake
+    tensors and read no values; a user's backend that reads them reads no garbage."""
     examples = []
     for item in data:
         sizes, strides = item["sizes"], item["strides"]
         extent = item["offset"] + sum((n - 1) * s for n, s in zip(sizes, strides)) + 1 \
             if all(sizes) else 0
-        storage = torch.empty(extent, dtype=_decode(item["dtype"]), device=_decode(item["device"]))
+        storage = torch.zeros(extent, dtype=_decode(item["dtype"]), device=_decode(item["device"]))
         example = storage.as_strided(sizes, strides, item["offset"])
         examples.append(example.requires_grad_(bool(item["requires_grad"])))
     return examples
@@ -464,7 +478,8 @@ def _encode_entry(entry: CacheEntry) -> dict[str, Any]:
             "at": [run_code.co_filename, run_code.co_name, run_code.co_firstlineno],
         },
         "graph": None if entry.graph is None else _encode_graph(entry.graph),
-        "examples": None if entry.graph is None or entry.options.backend in EXAMPLES_NOT_NEEDED
+        "examples": None if entry.graph is None or (isinstance(entry.options.backend, str) and
+                                                    entry.options.backend in EXAMPLES_NOT_NEEDED)
         else _encode_examples(entry.graph),
     }
 
@@ -477,13 +492,13 @@ def _encode_entry(entry: CacheEntry) -> dict[str, Any]:
 # structure passes there and any other fails.
 def _encode_structure(guards: CompiledGuards, source: Any, structure: Callable[[Any], int],
                       sid: int) -> dict[str, Any]:
-    if structure is not nn_module.structure_id:
+    if structure is not _nn_module().structure_id:
         raise NotPortable("a module guarded by an unknown structure function")
     text = f"nn_module_structure({source.name()}) == {sid}"
     found = [g for g in guards.guards if g.kind is GuardKind.NN_MODULE and g.text == text]
     if len(found) != 1:
         raise NotPortable(f"a structure guard not found once ({text})")
-    return {"sid": sid, "key": _portable(nn_module.key_of_structure_id(sid)),
+    return {"sid": sid, "key": _portable(_nn_module().key_of_structure_id(sid)),
             "check": found[0].check, "text": text,
             "local": source.local_name if isinstance(source, LocalSource) else None}
 
@@ -517,7 +532,7 @@ def _version_guard(guards: CompiledGuards) -> dict[str, Any]:
     if len(found) != 1:
         raise NotPortable("a pinned module without one structure version guard")
     return {"check": found[0].check, "text": found[0].text,
-            "value": nn_module.STRUCTURE_VERSION.value}
+            "value": _nn_module().STRUCTURE_VERSION.value}
 
 
 def _rebind_pinned(data: dict[str, Any], replace: dict[str, str]) -> list:
@@ -526,12 +541,13 @@ def _rebind_pinned(data: dict[str, Any], replace: dict[str, str]) -> list:
     roots = []
     for module_name, global_name in data["pinned"]:
         module = _resolve(module_name, global_name)
+        watch = _nn_module().watch
         for m in module.modules():
-            nn_module.watch(m)
+            watch(m)
         roots.append((GlobalSource(global_name), weakref.ref(module)))
     if data["version"] is not None:
         _replace_suffix(replace, data["version"], data["version"]["value"],
-                        nn_module.STRUCTURE_VERSION.value)
+                        _nn_module().STRUCTURE_VERSION.value)
     return roots
 
 
@@ -549,10 +565,10 @@ def _renumber(structures: list[dict[str, Any]],
     limit counts by)."""
     roots = []
     for item in structures:
-        sid = nn_module.structure_id_of_key(_decode(item["key"]))
+        sid = _nn_module().structure_id_of_key(_decode(item["key"]))
         _replace_suffix(replace, item, item["sid"], sid)
         if item["local"] is not None:
-            roots.append((LocalSource(item["local"]), nn_module.structure_id, sid))
+            roots.append((LocalSource(item["local"]), _nn_module().structure_id, sid))
     if not replace:
         return (lambda text: text), roots
     # One pass, whole checks only (``== 3`` is not a prefix of ``== 30``).
@@ -615,7 +631,8 @@ def entry_key(code: types.CodeType, options: Any) -> str:
     """Which file holds the entries of ``code`` compiled with ``options`` (hex SHA-256)."""
     parts = [f"format {FORMAT}", f"python {sys.version}", f"torch {torch.__version__}",
              f"graphlift {_graphlift_hash()}", f"options {options.describe()}",
-             f"dynamic {options.dynamic!r}", _code_text(code)]
+             f"backend {saved_as(options.backend)}", f"dynamic {options.dynamic!r}",
+             _code_text(code)]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
@@ -753,12 +770,24 @@ def write_entries(directory: Path, key: str, entries: list[dict[str, Any]]) -> N
 
 
 # -- what eval_frame calls ---------------------------------------------------------------------
+def saved_as(backend: str | Callable) -> str | None:
+    """The name under which entries compiled with ``backend`` are saved, or None (not saved):
+    a backend of :data:`SAVED_BACKENDS`, or a callable reachable by import, by its import path
+    (``my_project.backends.my_backend``). A lambda, a closure, an object with state or a
+    ``mode=`` setting is not: another process could not be sure to hold the same backend."""
+    if isinstance(backend, str):
+        return backend if backend in SAVED_BACKENDS else None
+    try:
+        module, qualname = _encode_import(backend)
+    except NotPortable:
+        return None
+    return f"{module}.{qualname}" if callable(backend) else None
+
+
 def save(fn: types.FunctionType, state: ExtraState, entry: CacheEntry) -> None:
     """Add ``entry`` to the cache file of ``fn``'s code, if it can be saved (else log why)."""
     directory = cache_dir()
-    if directory is None or not isinstance(entry.options.backend, str):
-        return
-    if entry.options.backend not in SAVED_BACKENDS:
+    if directory is None or saved_as(entry.options.backend) is None:
         return
     try:
         data = encode_entry(entry, fn.__globals__.get("__name__"), fn.__code__)
@@ -778,8 +807,7 @@ def load(fn: types.FunctionType, state: ExtraState, options: Any) -> list[CacheE
     """The saved entries of ``fn``'s code for ``options``, rebuilt, once per process and options;
     an entry that no longer rebinds (a name gone from a module) is left out."""
     directory = cache_dir()
-    if directory is None or options in state.loaded_options or \
-            not isinstance(options.backend, str) or options.backend not in SAVED_BACKENDS:
+    if directory is None or options in state.loaded_options or saved_as(options.backend) is None:
         return []
     state.loaded_options.add(options)
     loaded = []

@@ -13,6 +13,7 @@ protocol names.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from graphlift.sources import Source
@@ -76,3 +77,16 @@ class ErrorCodegen(Codegen, Protocol):
 
     def take_used(self) -> tuple[int, ...]:
         """The graph values (``__gl_v[j]``) read since the last call."""
+
+
+@dataclass(frozen=True)
+class FrameWrappers:
+    """How generated code reaches the interception layer, which sits above code generation:
+    ``eval_frame`` passes its wrapper factories down through ``convert_frame``."""
+
+    function: Callable  # (fn, options) -> the compiled wrapper of a user function
+    module_call: Callable  # (module, options) -> a call of the module through its compiled forward
+    code: Callable  # (fn, options) -> a new wrapper for a function (resume functions)
+    # (callable, options) -> what an eager frame calls for it: a disable(recursive=False)
+    # function running with its callees compiled, a user function torch disallowed compiled
+    route: Callable

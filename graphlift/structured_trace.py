@@ -43,7 +43,6 @@ import tempfile
 import time
 import types
 import weakref
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -300,6 +299,8 @@ def _failure(kind: str, reason: str, location: str | None) -> dict[str, Any]:
 
 
 def _version() -> str:
+    from importlib import metadata  # deferred: importing it costs more than the rest of this module
+
     try:
         return metadata.version("graphlift")
     except metadata.PackageNotFoundError:

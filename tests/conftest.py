@@ -22,7 +22,8 @@ from graphlift import logs
 
 # Modules whose tests start processes of their own.
 STARTS_PROCESSES = {"test_demo", "test_distributed", "test_doctor", "test_dropin",
-                    "test_recompiles", "test_structured_trace", "test_warm_start"}
+                    "test_import_time", "test_recompiles", "test_structured_trace",
+                    "test_warm_start"}
 _INIT_GROUP = torch.optim.SGD._init_group
 
 

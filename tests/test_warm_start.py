@@ -137,6 +137,90 @@ def test_a_second_process_runs_a_saved_module_entry(tmp_path):
     assert run(4) == {"compiles": 0, "loaded": 1, "dynamo": False}
 
 
+CALLABLE_CHILD = """
+import json, sys
+import torch
+import graphlift
+calls = []
+def my_backend(gm, examples):
+    calls.append({"code": gm.code, "examples": [list(t.shape) for t in examples]})
+    return gm.forward
+torch.manual_seed(0)
+def f(x, w):
+    return torch.relu(x @ w).sum(dim=-1) + x.shape[0]
+x, w = torch.randn(4, 5), torch.randn(5, 3)
+out = graphlift.compile(f, backend=my_backend)(x, w)
+assert torch.equal(out, f(x, w))
+stats = graphlift.stats(f)
+print(json.dumps({"compiles": stats.compiles, "loaded": stats.loaded, "calls": calls,
+                  "dynamo": "torch._dynamo" in sys.modules}))
+"""
+
+
+def test_a_second_process_hands_the_saved_graph_to_a_callable_backend_again(tmp_path):
+    """The frontend's work (graph, guards, run function) is loaded; only the backend runs."""
+    env = dict(os.environ, GRAPHLIFT_CACHE_DIR=str(tmp_path), OMP_NUM_THREADS="1")
+
+    def run():
+        done = subprocess.run([sys.executable, "-c", CALLABLE_CHILD], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=300, check=True)
+        return json.loads(done.stdout.splitlines()[-1])
+
+    first, second = run(), run()
+    assert (first["compiles"], first["loaded"]) == (1, 0)
+    assert (second["compiles"], second["loaded"]) == (0, 1)
+    assert first["calls"] == second["calls"]  # the same graph, examples of the same sizes
+    assert first["calls"][0]["examples"] == [[4, 5], [5, 3]]
+    assert not second["dynamo"]  # no trace: no fake tensors
+
+
+def counting_backend(gm, examples):
+    """A module-level backend: saved under its import path."""
+    BACKEND_CALLS.append([(tuple(t.shape), float(t.abs().sum())) for t in examples])
+    return gm.forward
+
+
+BACKEND_CALLS: list = []
+
+
+def test_a_callable_backend_is_called_again_on_the_loaded_graph(cache):
+    BACKEND_CALLS.clear()
+    x, w = torch.randn(4, 5), torch.randn(5, 3)
+    compiled = graphlift.compile(linear_relu, backend=counting_backend)
+    call(compiled, linear_relu, x, w)
+    graphlift.reset()
+    call(compiled, linear_relu, x, w)
+    assert counts(linear_relu) == (0, 1, 0)
+    cold, loaded = BACKEND_CALLS
+    assert [shape for shape, _ in loaded] == [shape for shape, _ in cold] == [(4, 5), (5, 3)]
+    assert [total for _, total in loaded] == [0.0, 0.0]  # zeros of the saved metadata
+    call(compiled, linear_relu, torch.randn(4, 5), torch.randn(5, 3))
+    assert counts(linear_relu) == (0, 1, 1) and len(BACKEND_CALLS) == 2
+
+
+def test_a_backend_not_reachable_by_import_is_not_saved(cache):
+    seen = []
+
+    def local_backend(gm, examples):
+        seen.append(1)
+        return gm.forward
+
+    for backend in (local_backend, lambda gm, examples: gm.forward):
+        graphlift.reset()
+        call(graphlift.compile(linear_relu, backend=backend), linear_relu, torch.randn(2, 5),
+             torch.randn(5, 3))
+        assert counts(linear_relu)[:2] == (1, 0)
+    assert not list(cache.glob("*.json")) and seen == [1]
+
+
+def test_a_callable_backend_has_a_file_of_its_own():
+    eager = persist.entry_key(scaled.__code__, compile_options("eager", False, None))
+    own = persist.entry_key(scaled.__code__, compile_options(counting_backend, False, None))
+    assert own != eager
+    assert persist.saved_as(counting_backend) == f"{__name__}.counting_backend"
+    assert persist.saved_as(lambda gm, examples: gm) is None
+
+
 # -- what matches and what does not ------------------------------------------------------------
 def test_a_reloaded_entry_hits_and_gives_eager_results(cache):
     compiled = graphlift.compile(scaled)
