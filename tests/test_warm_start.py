@@ -13,6 +13,7 @@ import logging
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -512,7 +513,10 @@ def test_a_loaded_entry_goes_when_its_pinned_module_dies(cache):
         PINNED = original
 
 
-def test_a_module_pinned_as_a_closure_is_not_saved(cache, guard_logs):
+def test_a_module_in_a_closure_is_guarded_by_structure_and_saved(cache, guard_logs):
+    # A free variable's module is guarded like an argument's (its structure, not its
+    # identity), so the entry is portable: another process's closure over another module of
+    # that structure runs it, its parameters read as inputs.
     linear = torch.nn.Linear(3, 2)
 
     def apply_closure(x):
@@ -520,6 +524,18 @@ def test_a_module_pinned_as_a_closure_is_not_saved(cache, guard_logs):
 
     compiled = graphlift.compile(apply_closure)
     call(compiled, apply_closure, torch.randn(4, 3))
+    assert "nn_module_structure(L['linear'])" in guard_logs.text
+    assert len(list(cache.glob("*.json"))) == 1
+
+
+def test_a_module_pinned_by_identity_in_a_closure_is_not_saved(cache, guard_logs):
+    holder = types.SimpleNamespace(linear=torch.nn.Linear(3, 2))
+
+    def apply_held(x):
+        return holder.linear(x)
+
+    compiled = graphlift.compile(apply_held)
+    call(compiled, apply_held, torch.randn(4, 3))
     assert "a module pinned by identity at" in guard_logs.text
     assert not list(cache.glob("*.json"))
 
