@@ -887,3 +887,30 @@ def test_a_torch_marked_region_is_traced_for_every_backend(fn, backend, capsys):
         assert REGION_CALLS == calls, "the marked function ran once per call, not while tracing"
     graphs, _ = dynamo_counts(f"torch_region/{fn.__name__}")
     assert counter.frame_count == graphs
+
+
+# -- a C function kept in a class as a staticmethod (torch.Tensor._make_subclass) ---------------
+# Found by the fuzzer (generator version 4): reading it through the class took it for a Python
+# function, an internal error (under fullgraph=True, graphlift's TranslationError). Now the trace
+# rules decide it: a graph break, where torch.compile traces it.
+class _PassThrough(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def _makes_a_subclass(x):
+    z = torch.Tensor._make_subclass(_PassThrough, (x + x).detach())
+    return z * 2, type(z).__name__
+
+
+register_counts("make_subclass", _makes_a_subclass, _t3)
+
+
+def test_a_c_staticmethod_read_through_a_class_is_no_internal_error(capsys):
+    counter = compare(_makes_a_subclass, lambda i: (t(3, seed=i),), capsys)
+    graphs, _ = dynamo_counts("make_subclass")
+    assert counter.frame_count == graphs
+    compiled = graphlift.compile(_makes_a_subclass, backend="eager")
+    compiled(t(3))
+    assert graphlift.stats(compiled).internal_errors == 0
