@@ -210,6 +210,46 @@ def test_a_dispatch_mode_sees_the_program_not_the_tracing() -> None:
     assert graphs == theirs["graphs"]
 
 
+class FunctionLog(TorchFunctionMode):
+    """Logs the torch functions it sees, by name (attribute reads show as ``__get__``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.names.append(getattr(func, "__name__", "?"))
+        return func(*args, **(kwargs or {}))
+
+
+def linear_twice(x, lin):
+    return lin(x) * 2
+
+
+def function_logged_after_a_compile(compile: Compile) -> Any:
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(2, 2)
+    fn = compile(linear_twice)
+    x = torch.ones(3, 2)
+    fn(x, lin)
+    with FunctionLog() as log:
+        out = fn(x, lin)
+    return [log.names, values(out)]
+
+
+register("function_mode_log_after_a_compile", function_logged_after_a_compile)
+
+
+def test_a_function_mode_sees_the_program_not_the_guards() -> None:
+    # Found by the fuzzer (generator version 4): the entry's guards read the module's
+    # parameters' requires_grad in Python before the mode-stack check failed, so the caller's
+    # mode logged three ``__get__`` calls the program never made.
+    graphs, theirs = check("function_mode_log_after_a_compile", function_logged_after_a_compile)
+    ours, _ = graphlift_run(function_logged_after_a_compile)
+    assert ours[0] == theirs["seen"][0] == ["linear", "mul"]
+    assert (graphs, theirs["graphs"]) == (1, 2)  # torch.compile traces through the mode
+
+
 def test_an_entry_guards_the_mode_stacks() -> None:
     fn = graphlift.compile(sin_twice)
     fn(torch.ones(3))
