@@ -226,7 +226,8 @@ def _run_calls(program: Program, result: RunResult, timeout: float) -> None:
             break
     stats = graphlift.stats(compiled_fn)
     result.stats = {"graphs": stats.graphs, "graph_breaks": stats.graph_breaks,
-                    "eager_frames": stats.eager_frames, "compiles": stats.compiles}
+                    "eager_frames": stats.eager_frames, "compiles": stats.compiles,
+                    "internal_errors": stats.internal_errors}
 
 
 def _snapshot(namespace: dict) -> dict | None:

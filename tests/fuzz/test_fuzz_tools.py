@@ -98,6 +98,28 @@ def test_a_program_that_compiles_correctly_shows_no_difference():
     assert result.difference is None and result.calls == 2
 
 
+def test_a_compile_that_fails_inside_graphlift_is_counted(monkeypatch):
+    # graphlift falls back to eager with a warning: no difference, but the report counts it.
+    from graphlift import convert_frame
+
+    from .campaign import Report
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("a bug inside graphlift")
+    monkeypatch.setattr(convert_frame, "_convert", broken)
+    program = generate(0).replace(source="import torch\n\ndef f(x):\n    return x * 2\n",
+                                  entry="f", variants=("args = (torch.ones(2),)\nkwargs = {}",),
+                                  calls=(0, 0))
+    with graphlift.config.patch(raise_internal_errors=False):  # as campaigns run (the default)
+        result = run_program(program)
+    assert result.difference is None and result.stats["internal_errors"] >= 1
+    report = Report()
+    report.add(program, result)
+    assert report.internal_error_seeds == [program.seed]
+    assert f"fell back to eager: {result.stats['internal_errors']} (programs: 0)" in \
+        report.render()
+
+
 def test_minimizer_keeps_the_statements_the_difference_needs(monkeypatch):
     # A stand-in runner: the "difference" persists while the source still calls torch.cos.
     def fake_run(candidate, timeout):
