@@ -608,8 +608,19 @@ class GuardBuilder:
              "__gl_autocast()"),
             (f"torch.get_default_dtype() == {dtype}",
              f"__gl_default_dtype() is {self.const(dtype)}", "__gl_default_dtype()"),
-            # The mode stacks: an entry is traced with none, and a call under a mode runs
-            # eagerly (eval_frame), so an entry must not run under one.
+        ):
+            self._add(Guard(GuardKind.GLOBAL_STATE, text, check, current))
+            self._fast.append(check)
+        self.mode_stacks()
+
+    def mode_stacks(self) -> None:
+        """No TorchFunctionMode or TorchDispatchMode active: an entry is traced with none, and
+        a call under a mode runs eagerly (eval_frame), so an entry must not run under one. An
+        entry that runs the frame eagerly checks them too, so that under a caller's mode its
+        other guards (Python reads of tensor attributes) never run: the mode would see them."""
+        if not self._once((GuardKind.GLOBAL_STATE, "mode stacks")):
+            return
+        for text, check, current in (
             ("torch._C._len_torch_function_stack() == 0", MODE_STACK_CHECKS[0],
              "__gl_function_modes()"),
             ("torch._C._len_torch_dispatch_stack() == 0", MODE_STACK_CHECKS[1],
