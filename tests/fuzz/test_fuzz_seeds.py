@@ -20,6 +20,9 @@ FOUND_SEEDS = (204439, 205641, 206124, 209091, 302024, 305824)
 # Generator version 2 (the newest constructs) on a few seeds that compile correctly now; seeds
 # of version 2 that still differ are listed in docs/fuzzing.md with the bug each one hits.
 V2_SEEDS = (0, 1, 2, 3, 4, 5, 6, 7)
+# Generator version 4 seeds that differed in its first campaign (docs/fuzzing.md): torch's
+# nested_compile_region marker (46, 154), a caller's function mode seeing the guards (226, 462).
+V4_FOUND_SEEDS = (46, 154, 226, 462)
 
 
 def test_fixed_seeds_agree():
@@ -36,5 +39,11 @@ def test_seeds_that_once_differed_agree():
 
 def test_version_2_seeds_agree():
     report = fuzz(V2_SEEDS, version=2, minimize_seconds=10, max_minimized=3)
+    if report.findings:
+        pytest.fail(report.render(), pytrace=False)
+
+
+def test_version_4_seeds_that_once_differed_agree():
+    report = fuzz(V4_FOUND_SEEDS, version=4, minimize_seconds=10, max_minimized=3)
     if report.findings:
         pytest.fail(report.render(), pytrace=False)
