@@ -239,6 +239,8 @@ class BuilderV4(BuilderV3):
 
     # -- statements: tensor subclasses ---------------------------------------------------------
     def s_subclass(self) -> list[str] | None:
+        if not self.can_make("NM"):  # a helper's body may have no tensor of that shape
+            return None
         self.define_subclasses()
         t = self.tensor("NM", 1)
         subs = self.vars_of("sub")

@@ -299,3 +299,10 @@ def test_the_harness_enters_the_callers_mode_around_eager_and_compiled_calls():
     assert moded.state["G_OPS"] == ["add"], "the mode sees the call (not its own ops)"
     # Compiled under the same mode as eager: a compile made without the mode is not reused.
     assert run_program(program).difference is None
+
+
+def test_version_4_writes_a_subclass_only_where_a_tensor_to_make_it_from_is_in_scope():
+    # Seed 905 once crashed the generator: a subclass statement drawn in a helper's body with
+    # no tensor of its shape in scope. Only seeds that crashed changed with the fix.
+    for seed in (905, 1339, 1896):
+        assert generate(seed, 4).source
