@@ -423,6 +423,7 @@ def _eager_entry(fn: types.FunctionType, state: ExtraState, signature: FrameSign
     state.stats.graph_breaks += 1
     state.stats.eager_frames += 1
     report(record, fn.__qualname__)
+    guards.mode_stacks()
     compiled_guards = guards.compile(signature.params)
     callee = functools.partial(eager_callees.eager_function, options=options,
                                wrappers=wrappers) if config.compile_eager_callees else None

@@ -80,6 +80,9 @@ class Guard:
 _is_grad_enabled = torch.is_grad_enabled
 _is_autocast_enabled = torch._C._is_any_autocast_enabled
 _get_default_dtype = torch.get_default_dtype
+# The checks that no TorchFunctionMode / TorchDispatchMode is active; every entry's check
+# function runs them first (_modes_first).
+MODE_STACK_CHECKS = ("__gl_function_modes() == 0", "__gl_dispatch_modes() == 0")
 
 
 @dataclass
@@ -605,11 +608,22 @@ class GuardBuilder:
              "__gl_autocast()"),
             (f"torch.get_default_dtype() == {dtype}",
              f"__gl_default_dtype() is {self.const(dtype)}", "__gl_default_dtype()"),
-            # The mode stacks: an entry is traced with none, and a call under a mode runs
-            # eagerly (eval_frame), so an entry must not run under one.
-            ("torch._C._len_torch_function_stack() == 0", "__gl_function_modes() == 0",
+        ):
+            self._add(Guard(GuardKind.GLOBAL_STATE, text, check, current))
+            self._fast.append(check)
+        self.mode_stacks()
+
+    def mode_stacks(self) -> None:
+        """No TorchFunctionMode or TorchDispatchMode active: an entry is traced with none, and
+        a call under a mode runs eagerly (eval_frame), so an entry must not run under one. An
+        entry that runs the frame eagerly checks them too, so that under a caller's mode its
+        other guards (Python reads of tensor attributes) never run: the mode would see them."""
+        if not self._once((GuardKind.GLOBAL_STATE, "mode stacks")):
+            return
+        for text, check, current in (
+            ("torch._C._len_torch_function_stack() == 0", MODE_STACK_CHECKS[0],
              "__gl_function_modes()"),
-            ("torch._C._len_torch_dispatch_stack() == 0", "__gl_dispatch_modes() == 0",
+            ("torch._C._len_torch_dispatch_stack() == 0", MODE_STACK_CHECKS[1],
              "__gl_dispatch_modes()"),
         ):
             self._add(Guard(GuardKind.GLOBAL_STATE, text, check, current))
@@ -620,7 +634,7 @@ class GuardBuilder:
         """Generate ``def __gl_guards(<params>): return <all checks>`` and exec it; where the
         tensors' checks can run in C++, the function that runs on a hit calls TensorGuards."""
         namespace = dict(self.namespace)
-        source = _check_function(name, params, [str(c) for c in self._fast])
+        source = _check_function(name, params, _modes_first([str(c) for c in self._fast]))
         fast_source = None
         checker = self._tensors.checker() if config.cpp_tensor_guards else None
         if checker is not None:
@@ -629,13 +643,20 @@ class GuardBuilder:
             checks = _left_in_python(self._fast[:end], self._tensors.exprs)
             checks.append(f"__gl_tensors({', '.join(self._tensors.exprs)})")
             checks += [str(c) for c in self._fast[end:]]
-            fast_source = _check_function(name, params, checks)
+            fast_source = _check_function(name, params, _modes_first(checks))
         exec(compile(fast_source or source, f"<graphlift {name}>", "exec"), namespace)  # noqa: S102
         fn = namespace[f"__gl_{name}"]
         return CompiledGuards(fn, source, list(self.guards), params, namespace,
                               module_roots=tuple(self.module_roots), fast_source=fast_source,
                               structure_roots=tuple(self.structure_roots),
                               tensor_specs=tuple(self._tensors.specs) if checker else ())
+
+
+def _modes_first(checks: list[str]) -> list[str]:
+    """``checks`` with the mode-stack checks first: under a caller's TorchFunctionMode, every
+    tensor attribute a later check reads (``p.requires_grad``) would call the mode."""
+    first = [c for c in MODE_STACK_CHECKS if c in checks]
+    return first + [c for c in checks if c not in MODE_STACK_CHECKS]
 
 
 def _check_function(name: str, params: tuple[str, ...], checks: list[str]) -> str:

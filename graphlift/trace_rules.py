@@ -217,6 +217,10 @@ ALLOW_IN_GRAPH = Rule("allow_in_graph", Kind.GRAPH,
 COMPILED_FUNCTION = Rule("compiled_function", Kind.INLINE,
                          "a graphlift.compile or torch.compile wrapper: its original function is "
                          "inlined")
+TORCH_REGION = Rule("torch_region", Kind.INLINE,
+                    "a function marked with torch.compiler.nested_compile_region: the marked "
+                    "function is inlined (only graphlift.nested_compile_region's marks are "
+                    "traced once and reused)")
 FORCED_BREAK = Rule("graph_break", Kind.SKIP,
                     "it asks for a graph break here (graphlift.graph_break, "
                     "torch._dynamo.graph_break)", "remove the call to capture one graph")
@@ -315,13 +319,12 @@ USER_CODE = Rule("user_code", Kind.INLINE, "user code is traced")
 
 # Every rule, for reports and tests (names are unique).
 RULES = (DISABLED, TORCH_DISABLED, TORCH_DISALLOWED, ALLOW_IN_GRAPH, COMPILED_FUNCTION,
-         FORCED_BREAK, TORCH_MARKER, HIGHER_ORDER, TORCH_FORBIDDEN, POLYFILLED, POLYFILL_DECLINED,
-         MODELLED_CLASS, IO_BUILTIN, PYTHON_BUILTIN, UNHANDLED_BUILTIN, BUILTIN_TYPE_METHOD,
-         CONSTANT_CLASS_METHOD,
-         PURE_C_FUNCTION, TORCH_GLOBAL_STATE, TENSOR_METHOD, TORCH_OP, C_METHOD, CONFIG_SKIP,
-         CONFIG_INLINE, GRAPHLIFT_POLYFILLS, GRAPHLIFT, TORCH_INLINE, TORCH_CLASS,
-         TORCH_BOUND_METHOD, TORCH_DISTRIBUTED, DISTRIBUTED_COLLECTIVE, DISTRIBUTED_QUERY,
-         NUMPY_FUNCTION, TORCH_PYTHON, TORCH_CLOSURE,
+         TORCH_REGION, FORCED_BREAK, TORCH_MARKER, HIGHER_ORDER, TORCH_FORBIDDEN, POLYFILLED,
+         POLYFILL_DECLINED, MODELLED_CLASS, IO_BUILTIN, PYTHON_BUILTIN, UNHANDLED_BUILTIN,
+         BUILTIN_TYPE_METHOD, CONSTANT_CLASS_METHOD, PURE_C_FUNCTION, TORCH_GLOBAL_STATE,
+         TENSOR_METHOD, TORCH_OP, C_METHOD, CONFIG_SKIP, CONFIG_INLINE, GRAPHLIFT_POLYFILLS,
+         GRAPHLIFT, TORCH_INLINE, TORCH_CLASS, TORCH_BOUND_METHOD, TORCH_DISTRIBUTED,
+         DISTRIBUTED_COLLECTIVE, DISTRIBUTED_QUERY, NUMPY_FUNCTION, TORCH_PYTHON, TORCH_CLOSURE,
          STDLIB, THIRD_PARTY, C_FUNCTION, USER_CODE)
 
 # Parts of torch traced like user code, by module name (a prefix matches its submodules).
@@ -407,6 +410,11 @@ TORCH_DISABLED_ATTR = "_torchdynamo_disable"  # torch.compiler.disable's mark on
 TORCH_DISABLED_MSG_ATTR = "_torchdynamo_disable_msg"  # disable(reason=...)
 TORCH_ORIGINAL_ATTR = "_torchdynamo_orig_callable"  # on torch.compile's and disable's wrappers
 TORCH_WRAPPER_ID_ATTR = "_torchdynamo_wrapper_id"  # id() of the wrapper that set the one above
+# torch.compiler.nested_compile_region's wrapper: its code, and where it keeps the marked
+# function. Kept whole as a graph node, the wrapper would run on fake tensors and its generated
+# call names a function that cannot be found by its module path.
+_TORCH_REGION_CODE = torch.compiler.nested_compile_region(lambda: None).__code__
+TORCH_REGION_ATTR = "__marked_compile_region_fn__"
 TORCH_TRACE_RULES = "torch._dynamo.trace_rules"  # holds allow_in_graph's and disallow's ids
 TORCH_ALLOWED_IDS = "_allowed_callable_ids"  # torch._dynamo.allow_in_graph adds, disallow removes
 TORCH_DISALLOWED_IDS = "_disallowed_callable_ids"  # disallow_in_graph adds, allow_in_graph removes
@@ -461,13 +469,25 @@ def override(fn: Any) -> Decision | None:
     original = _safe_getattr(fn, COMPILED_ATTR) or torch_original(fn)
     if original is not None:
         return Decision(Kind.INLINE, COMPILED_FUNCTION, target=original)
+    marked = torch_region_target(fn)
+    if marked is not None:
+        return Decision(Kind.INLINE, TORCH_REGION, target=marked)
     return None
 
 
 def original_attr(wrapper: Any) -> str:
     """The attribute of a compile wrapper that holds its function (guards read it there)."""
-    return COMPILED_ATTR if _safe_getattr(wrapper, COMPILED_ATTR) is not None \
-        else TORCH_ORIGINAL_ATTR
+    if _safe_getattr(wrapper, COMPILED_ATTR) is not None:
+        return COMPILED_ATTR
+    return TORCH_REGION_ATTR if torch_region_target(wrapper) is not None else TORCH_ORIGINAL_ATTR
+
+
+def torch_region_target(fn: Any) -> Any:
+    """The function a torch.compiler.nested_compile_region wrapper marks, else None (only
+    torch's wrapper itself: a ``functools.wraps`` copy of its attributes has other code)."""
+    if not isinstance(fn, types.FunctionType) or fn.__code__ is not _TORCH_REGION_CODE:
+        return None
+    return _safe_getattr(fn, TORCH_REGION_ATTR)
 
 
 def torch_original(fn: Any) -> Any:

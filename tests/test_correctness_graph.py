@@ -25,7 +25,7 @@ from corpus.harness import Outcome, assert_same, assert_same_outcome
 from reference import measure, recorded
 
 import graphlift
-from graphlift.testing import CompileCounter
+from graphlift.testing import CompileCounter, CompileCounterWithBackend
 
 
 def outcome(fn: Callable, *args: Any) -> Outcome:
@@ -833,3 +833,84 @@ def test_item19_folding_raises_the_users_exception(name, capsys):
     compare(raises, lambda i: (t(2),), capsys)
     counter = compare(catches, lambda i: (t(2),), capsys, fullgraph=True)
     assert counter.frame_count == 1
+
+
+# -- a function marked with torch.compiler.nested_compile_region is traced, not kept whole -------
+# Found by the fuzzer (generator version 4): torch's marker wraps the function in a closure of
+# torch's own module, which the trace rules kept as one graph node; the eager backend's generated
+# code named it by its module path, which resolves to the invoke_subgraph operator, so the call
+# raised AttributeError, and tracing ran the user's function on fake tensors.
+REGION_CALLS: list[str] = []
+
+
+@torch.compiler.nested_compile_region
+def _marked_block(t, k):
+    return torch.tanh(t) * k + t
+
+
+@torch.compiler.nested_compile_region
+def _marked_logging_block(t):
+    REGION_CALLS.append("called")
+    return t * 2
+
+
+def _calls_a_marked_block(x):
+    return _marked_block(x, 2.0) + _marked_block(x * 2, 0.5)
+
+
+def _nests_a_marked_block(x):
+    return _marked_block(_marked_block(x, 2.0), 1.0)
+
+
+def _calls_a_marked_block_with_a_side_effect(x):
+    return _marked_logging_block(x) + len(REGION_CALLS)
+
+
+MARKED_REGIONS = (_calls_a_marked_block, _nests_a_marked_block,
+                  _calls_a_marked_block_with_a_side_effect)
+for _fn in MARKED_REGIONS:
+    register_counts(f"torch_region/{_fn.__name__}", _fn, _t3)
+
+
+@pytest.mark.parametrize("fn", MARKED_REGIONS, ids=operator.attrgetter("__name__"))
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_torch_marked_region_is_traced_for_every_backend(fn, backend, capsys):
+    def make(i):
+        REGION_CALLS.clear()
+        return (t(3, seed=i),)
+
+    counter = CompileCounterWithBackend(backend)
+    compiled = graphlift.compile(fn, backend=counter)
+    for i in range(2):
+        expected, calls = fn(*make(i)), list(REGION_CALLS)
+        assert_same(expected, compiled(*make(i)))
+        assert REGION_CALLS == calls, "the marked function ran once per call, not while tracing"
+    graphs, _ = dynamo_counts(f"torch_region/{fn.__name__}")
+    assert counter.frame_count == graphs
+
+
+# -- a C function kept in a class as a staticmethod (torch.Tensor._make_subclass) ---------------
+# Found by the fuzzer (generator version 4): reading it through the class took it for a Python
+# function, an internal error (under fullgraph=True, graphlift's TranslationError). Now the trace
+# rules decide it: a graph break, where torch.compile traces it.
+class _PassThrough(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def _makes_a_subclass(x):
+    z = torch.Tensor._make_subclass(_PassThrough, (x + x).detach())
+    return z * 2, type(z).__name__
+
+
+register_counts("make_subclass", _makes_a_subclass, _t3)
+
+
+def test_a_c_staticmethod_read_through_a_class_is_no_internal_error(capsys):
+    counter = compare(_makes_a_subclass, lambda i: (t(3, seed=i),), capsys)
+    graphs, _ = dynamo_counts("make_subclass")
+    assert counter.frame_count == graphs
+    compiled = graphlift.compile(_makes_a_subclass, backend="eager")
+    compiled(t(3))
+    assert graphlift.stats(compiled).internal_errors == 0

@@ -12,6 +12,7 @@ PYTEST_DONT_REWRITE: the cases' bytecode must be what the user wrote.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -208,6 +209,81 @@ def test_a_dispatch_mode_sees_the_program_not_the_tracing() -> None:
     ours, _ = graphlift_run(logged_first_call)
     assert ours == theirs["seen"] == [["ones", "sin", "mul"]] * 2
     assert graphs == theirs["graphs"]
+
+
+class FunctionLog(TorchFunctionMode):
+    """Logs the torch functions it sees, by name (attribute reads show as ``__get__``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.names.append(getattr(func, "__name__", "?"))
+        return func(*args, **(kwargs or {}))
+
+
+def linear_twice(x, lin):
+    return lin(x) * 2
+
+
+def function_logged_after_a_compile(compile: Compile) -> Any:
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(2, 2)
+    fn = compile(linear_twice)
+    x = torch.ones(3, 2)
+    fn(x, lin)
+    with FunctionLog() as log:
+        out = fn(x, lin)
+    return [log.names, values(out)]
+
+
+register("function_mode_log_after_a_compile", function_logged_after_a_compile)
+
+
+def test_a_function_mode_sees_the_program_not_the_guards() -> None:
+    # Found by the fuzzer (generator version 4): the entry's guards read the module's
+    # parameters' requires_grad in Python before the mode-stack check failed, so the caller's
+    # mode logged three ``__get__`` calls the program never made.
+    graphs, theirs = check("function_mode_log_after_a_compile", function_logged_after_a_compile)
+    ours, _ = graphlift_run(function_logged_after_a_compile)
+    assert ours[0] == theirs["seen"][0] == ["linear", "mul"]
+    assert (graphs, theirs["graphs"]) == (1, 2)  # torch.compile traces through the mode
+
+
+def grows_while_iterating(x, lin):
+    table = {"a": x}
+    for _ in table:  # RuntimeError (changed size) while tracing: the frame runs eagerly
+        table["b"] = lin(x) * 2
+    return x
+
+
+def function_logged_at_an_eager_frame(compile: Compile) -> Any:
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(2, 2)
+    fn = compile(grows_while_iterating)
+    x = torch.ones(3, 2)
+    seen = []
+    for mode in (contextlib.nullcontext, FunctionLog):
+        with mode() as log:
+            try:
+                fn(x, lin)
+            except RuntimeError as error:
+                seen.append(str(error))
+    return [log.names, seen]
+
+
+register("function_mode_log_at_an_eager_frame", function_logged_at_an_eager_frame)
+
+
+def test_a_function_mode_sees_no_guards_of_a_frame_that_runs_eagerly() -> None:
+    # Found by the fuzzer too: an entry that runs its frame eagerly had no mode-stack guards,
+    # so its tensor guards ran in Python under the caller's mode (``stride``, ``__get__``).
+    ours, graphs = graphlift_run(function_logged_at_an_eager_frame)
+    assert ours == function_logged_at_an_eager_frame(eager)
+    theirs = recorded("correctness_state/function_mode_log_at_an_eager_frame")
+    assert ours[0] == theirs["seen"][0]
+    assert graphs == 0
 
 
 def test_an_entry_guards_the_mode_stacks() -> None:

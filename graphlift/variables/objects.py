@@ -111,8 +111,12 @@ def bind_class_attr(tx, obj: VariableTracker, cls: type, name: str, attr: Any,
     if isinstance(attr, staticmethod):
         if attr_source is not None:  # the source reads the function itself: guarded by code
             return tx.builder.wrap(attr.__func__, attr_source)
+        if not isinstance(attr.__func__, types.FunctionType):  # a C function made static
+            return tx.wrap_unguarded(attr.__func__)  # (Tensor._make_subclass): the rules decide
         return UserFunctionVariable(attr.__func__)
     if isinstance(attr, classmethod):
+        if not isinstance(attr.__func__, types.FunctionType):  # the same, made a classmethod
+            return tx.wrap_unguarded(attr.__get__(None, cls))
         return UserMethodVariable(UserFunctionVariable(attr.__func__), ClassVariable(cls))
     if isinstance(attr, property):
         if attr.fget is None:

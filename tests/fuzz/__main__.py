@@ -40,7 +40,10 @@ def main(argv: list[str] | None = None) -> int:
             program = generate(seed, args.generator)
             print(f"# seed {seed}\n{program.source}")
             for variant in program.calls:
-                print(program.variants[variant] + f"\n{program.entry}(*args, **kwargs)\n")
+                mode = program.ambient[variant] if program.ambient else ""
+                call = f"{program.entry}(*args, **kwargs)"
+                print(program.variants[variant] + "\n" + (f"with {mode}:\n    {call}\n"
+                                                          if mode else call + "\n"))
     report = fuzz(seeds, version=args.generator, timeout=args.timeout,
                   minimize_seconds=args.minimize_seconds, max_minimized=args.max_minimized,
                   progress=not args.quiet)

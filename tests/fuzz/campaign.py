@@ -32,6 +32,10 @@ class Report:
     graphs: int = 0
     graph_breaks: int = 0
     eager_frames: int = 0
+    # Compiles that failed inside graphlift and fell back to eager (a warning, not a wrong
+    # result, so no difference: counted here, with the programs that had one).
+    internal_errors: int = 0
+    internal_error_seeds: list[int] = field(default_factory=list)
     recompiles: int = 0
     hit_checks: int = 0  # programs whose second call had to be a cache hit (and was checked)
     seconds: float = 0.0
@@ -48,6 +52,9 @@ class Report:
         self.graphs += stats.get("graphs", 0)
         self.graph_breaks += stats.get("graph_breaks", 0)
         self.eager_frames += stats.get("eager_frames", 0)
+        self.internal_errors += stats.get("internal_errors", 0)
+        if stats.get("internal_errors", 0):
+            self.internal_error_seeds.append(program.seed)
         self.recompiles += max(stats.get("compiles", 1) - 1, 0)
         self.hit_checks += result.hit_checked
         if result.difference:
@@ -73,6 +80,9 @@ class Report:
                  f"{self.recompiles} recompiles (entry function only)",
                  f"  second call checked to be a cache hit in {self.hit_checks} programs (the "
                  "others changed their state in the first call)",
+                 f"  internal errors that fell back to eager: {self.internal_errors} (programs: "
+                 f"{', '.join(map(str, self.internal_error_seeds[:12])) or 'none'}"
+                 f"{', ...' if len(self.internal_error_seeds) > 12 else ''})",
                  f"differences: {len(self.findings)} programs"]
         for kind, words in KINDS.items():
             count = sum(f.difference.kind == kind for f in self.findings)
@@ -103,7 +113,11 @@ def describe(finding: Finding) -> str:
     for number, variant in enumerate(program.calls, 1):
         lines.append(f"# call {number}:")
         lines.append(program.variants[variant])
-        lines.append(f"{program.entry}(*args, **kwargs)")
+        mode = program.ambient[variant] if program.ambient else ""
+        if mode:
+            lines += [f"with {mode}:", f"    {program.entry}(*args, **kwargs)"]
+        else:
+            lines.append(f"{program.entry}(*args, **kwargs)")
     lines += ["", "difference:", "    " + difference.detail.replace("\n", "\n    ")]
     return "\n".join(lines)
 

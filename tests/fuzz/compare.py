@@ -3,9 +3,10 @@
 ``differences(eager, compiled)`` walks two values side by side and returns the paths where they
 differ. Tensors must have the same type, dtype, shape and ``requires_grad``, and equal values
 (``torch.equal``, else ``allclose`` at rtol 1e-5 / atol 1e-6 with NaNs equal), and the same
-Python attributes (``t.tag = 3``); containers are compared item by item; modules by their
-parameters, buffers, submodules, hooks and public attributes; instances of the program's own
-classes (each run has its own copy of the class) by class name and attributes.
+Python attributes (``t.tag = 3``); a tensor subclass's type is compared like any other;
+containers are compared item by item; modules by their parameters, buffers, submodules, hooks
+and public attributes; instances of the program's own classes (each run has its own copy of
+the class) by class name and attributes.
 """
 
 from __future__ import annotations
@@ -74,6 +75,13 @@ def _walk(e: Any, c: Any, path: str, found: list[str], limit: int, seen: set) ->
 
 
 def tensor_difference(e: torch.Tensor, c: torch.Tensor) -> str | None:
+    # Each run has its own copy of a program's tensor subclass, and two unrelated subclasses
+    # refuse each other's operations (their types are compared already): compare the data.
+    with torch._C.DisableTorchFunctionSubclass():
+        return _tensor_difference(e, c)
+
+
+def _tensor_difference(e: torch.Tensor, c: torch.Tensor) -> str | None:
     for what in ("dtype", "shape", "requires_grad", "device", "layout"):
         if getattr(e, what) != getattr(c, what):
             return f"{what} {getattr(c, what)} compiled, {getattr(e, what)} eager"

@@ -46,6 +46,10 @@ class Program:
     calls: tuple[int, ...]
     counter: bool  # compile with a CompileCounter backend instead of backend="eager"
     version: int = 1  # the generator version that wrote it (rerun with --generator)
+    # Per variant, an expression of a mode (a TorchFunctionMode or TorchDispatchMode of the
+    # program) the harness enters around that call, eagerly and compiled alike; "" for none.
+    # Versions 1-3 enter none (an empty tuple).
+    ambient: tuple[str, ...] = ()
 
     def replace(self, **changes) -> Program:
         return dataclasses.replace(self, **changes)

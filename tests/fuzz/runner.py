@@ -139,11 +139,23 @@ def build_args(program: Program, variant: int, namespace: dict) -> tuple[tuple, 
     return scope["args"], scope["kwargs"]
 
 
-def invoke(fn, args: tuple, kwargs: dict, namespace: dict) -> Outcome:
+def ambient_mode(program: Program, variant: int,
+                 namespace: dict) -> contextlib.AbstractContextManager:
+    """The mode the program enters around the call of ``variant`` (a fresh instance of the
+    side's own class), or a null context."""
+    text = program.ambient[variant] if program.ambient else ""
+    return eval(text, namespace) if text else contextlib.nullcontext()  # noqa: S307
+
+
+def invoke(fn, args: tuple, kwargs: dict, namespace: dict,
+           mode: contextlib.AbstractContextManager | None = None) -> Outcome:
+    """Call ``fn`` with its printed output captured, inside ``mode`` where one is given (a
+    TorchFunctionMode or TorchDispatchMode the caller enters around the call)."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         try:
-            result, error = fn(*args, **kwargs), None
+            with mode or contextlib.nullcontext():
+                result, error = fn(*args, **kwargs), None
         except Exception as e:  # the user's exception (or graphlift's), compared with eager's
             result, error = None, e
     return Outcome(result, error, out.getvalue(), (args, kwargs), program_state(namespace))
@@ -189,7 +201,8 @@ def _run_calls(program: Program, result: RunResult, timeout: float) -> None:
             with time_limit(timeout):
                 eager_args = build_args(program, variant, eager_ns)
                 states.append(_snapshot(eager_ns))
-                eager = invoke(eager_fn, *eager_args, eager_ns)
+                eager = invoke(eager_fn, *eager_args, eager_ns,
+                               ambient_mode(program, variant, eager_ns))
         except ProgramTimeout:  # the program itself is too slow: nothing to compare
             result.skipped = True
             return
@@ -198,7 +211,7 @@ def _run_calls(program: Program, result: RunResult, timeout: float) -> None:
         try:
             with time_limit(budget):
                 compiled = invoke(compiled_fn, *build_args(program, variant, compiled_ns),
-                                  compiled_ns)
+                                  compiled_ns, ambient_mode(program, variant, compiled_ns))
         except ProgramTimeout as e:
             result.difference = Difference("timeout", index, str(e), "timeout")
             return
@@ -213,7 +226,8 @@ def _run_calls(program: Program, result: RunResult, timeout: float) -> None:
             break
     stats = graphlift.stats(compiled_fn)
     result.stats = {"graphs": stats.graphs, "graph_breaks": stats.graph_breaks,
-                    "eager_frames": stats.eager_frames, "compiles": stats.compiles}
+                    "eager_frames": stats.eager_frames, "compiles": stats.compiles,
+                    "internal_errors": stats.internal_errors}
 
 
 def _snapshot(namespace: dict) -> dict | None:

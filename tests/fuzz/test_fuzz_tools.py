@@ -19,7 +19,8 @@ def test_generation_is_seeded_and_valid():
     assert first.source != other.source
     ast.parse(first.source)
     assert first.calls[0] == first.calls[1], "the second call repeats the first (a cache hit)"
-    assert len(set(first.variants)) == len(first.variants), "every variant has its own seed"
+    sized = first.variants[:4]  # version 3 on: a fifth repeats the first's arguments on purpose
+    assert len(set(sized)) == len(sized), "every variant has its own seed"
 
 
 def test_a_helper_called_with_a_starred_list_keeps_its_shape():
@@ -95,6 +96,28 @@ def test_a_program_that_compiles_correctly_shows_no_difference():
                                   calls=(0, 0))
     result = run_program(program)
     assert result.difference is None and result.calls == 2
+
+
+def test_a_compile_that_fails_inside_graphlift_is_counted(monkeypatch):
+    # graphlift falls back to eager with a warning: no difference, but the report counts it.
+    from graphlift import convert_frame
+
+    from .campaign import Report
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("a bug inside graphlift")
+    monkeypatch.setattr(convert_frame, "_convert", broken)
+    program = generate(0).replace(source="import torch\n\ndef f(x):\n    return x * 2\n",
+                                  entry="f", variants=("args = (torch.ones(2),)\nkwargs = {}",),
+                                  calls=(0, 0))
+    with graphlift.config.patch(raise_internal_errors=False):  # as campaigns run (the default)
+        result = run_program(program)
+    assert result.difference is None and result.stats["internal_errors"] >= 1
+    report = Report()
+    report.add(program, result)
+    assert report.internal_error_seeds == [program.seed]
+    assert f"fell back to eager: {result.stats['internal_errors']} (programs: 0)" in \
+        report.render()
 
 
 def test_minimizer_keeps_the_statements_the_difference_needs(monkeypatch):

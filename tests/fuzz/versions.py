@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from .generator import Program, _Builder
 from .generator_v2 import BuilderV2, BuilderV3
+from .generator_v4 import BuilderV4
 
-BUILDERS: dict[int, type[_Builder]] = {1: _Builder, 2: BuilderV2, 3: BuilderV3}
+BUILDERS: dict[int, type[_Builder]] = {1: _Builder, 2: BuilderV2, 3: BuilderV3, 4: BuilderV4}
 LATEST = max(BUILDERS)
 
 
