@@ -394,6 +394,9 @@ TORCH_MARKERS: dict[tuple[str, str], Decision] = {
     ("torch._utils", "is_compiling"): _QUERY(compiler.is_compiling),  # the old spelling
     ("torch._dynamo.external_utils", "is_compiling"): _QUERY(compiler.is_compiling),
     ("torch._dynamo.decorators", "graph_break"): Decision(Kind.SKIP, FORCED_BREAK),
+    # empty: the entry's guards check that no mode is active (the trace's fake mode is its own)
+    ("torch.utils._python_dispatch", "_get_current_dispatch_mode_stack"):
+        _QUERY(compiler.current_dispatch_modes),
     ("torch._dynamo.decorators", "mark_static"): _QUERY(compiler.mark_static),  # specializes
     # a higher-order op taking a Python function: unrolled into the graph (see the polyfill)
     ("torch._higher_order_ops.associative_scan", "associative_scan"):

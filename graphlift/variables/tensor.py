@@ -21,7 +21,7 @@ from torch._subclasses.fake_tensor import (
     DynamicOutputShapeException,
     UnsupportedOperatorException,
 )
-from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, free_unbacked_symbols
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from graphlift import trace_rules
@@ -53,7 +53,7 @@ from graphlift.variables.symbolic import (
 # Tensor attributes read from the fake tensor as constants while tracing.
 METADATA_ATTRS = frozenset({
     "shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_cpu", "is_sparse",
-    "is_quantized", "is_meta", "layout", "is_leaf",
+    "is_quantized", "is_meta", "layout", "is_leaf", "is_nested", "is_mkldnn",
 })
 
 # Tensor attributes that are new tensors: they become graph nodes (getattr on the tensor).
@@ -294,6 +294,8 @@ class TorchCallableVariable(VariableTracker):
         if reason is not None:
             raise Unsupported(f"torch.{self.describe()} {reason}", break_type="skipped_function")
         if _hashable(self.fn) and self.fn in USER_CHECKS:
+            if _check_passes(tx, self.fn, args, kwargs):
+                return ConstantVariable(None)
             _refuse_unfaithful_check(self.fn, args, kwargs)
         return call_torch(tx, "call_function", self.fn, args, kwargs)
 
@@ -321,6 +323,30 @@ USER_CHECKS: dict[Any, tuple[int, int, int | type]] = {
     torch._check_type: (0, 1, TypeError),
     torch._check_not_implemented: (0, 1, NotImplementedError),
 }
+
+
+def _check_passes(tx: Translator, fn: Any, args: list[VariableTracker],
+                  kwargs: dict[str, VariableTracker]) -> bool:
+    """Whether a check's condition is known to hold while tracing: a constant, or a backed
+    symbolic bool (guarded to keep its value). It then returns None and its message function
+    is never called, as in eager (``F.multi_head_attention_forward`` checks a padding mask's
+    shape with a lambda message). One known to fail is a graph break: eager's check raises
+    its own error."""
+    cond = _argument(args, kwargs, USER_CHECKS[fn][0], "cond")
+    if isinstance(cond, SymNodeVariable):
+        if free_unbacked_symbols(cond.value):
+            return False  # a deferred assert of the graph, or a break (below)
+        holds = specialize(tx.output, cond.value)
+    elif cond is not None and cond.is_constant():
+        holds = cond.as_constant()
+    else:
+        return False
+    if not isinstance(holds, bool):
+        return False
+    if not holds:
+        raise Unsupported(f"torch.{fn.__name__}() fails here, so it raises when run",
+                          break_type="torch_error")
+    return True
 
 
 def _refuse_unfaithful_check(fn: Any, args: list[VariableTracker],
