@@ -332,11 +332,13 @@ def _check_passes(tx: Translator, fn: Any, args: list[VariableTracker],
     is never called, as in eager (``F.multi_head_attention_forward`` checks a padding mask's
     shape with a lambda message). One known to fail is a graph break: eager's check raises
     its own error."""
-    cond = _argument(args, kwargs, USER_CHECKS[fn][0], "cond")
+    cond_at, message_at, _ = USER_CHECKS[fn]
+    cond = _argument(args, kwargs, cond_at, "cond")
     if isinstance(cond, SymNodeVariable):
-        if free_unbacked_symbols(cond.value):
-            return False  # a deferred assert of the graph, or a break (below)
-        holds = specialize(tx.output, cond.value)
+        message = _argument(args, kwargs, message_at, "message")
+        if free_unbacked_symbols(cond.value) or message is None or message.is_constant():
+            return False  # an assert of the graph, or a break (_refuse_unfaithful_check)
+        holds = specialize(tx.output, cond.value)  # with a message: a guard, not a break
     elif cond is not None and cond.is_constant():
         holds = cond.as_constant()
     else:
