@@ -293,6 +293,8 @@ class TorchCallableVariable(VariableTracker):
         reason = trace_rules.stateful_reason(self.fn)
         if reason is not None:
             raise Unsupported(f"torch.{self.describe()} {reason}", break_type="skipped_function")
+        if _hashable(self.fn) and self.fn in NOT_DIFFERENTIABLE_IN_GRAPH:
+            _refuse_differentiating(self.fn, args, kwargs)
         if _hashable(self.fn) and self.fn in USER_CHECKS:
             if _check_passes(tx, self.fn, args, kwargs):
                 return ConstantVariable(None)
@@ -301,6 +303,27 @@ class TorchCallableVariable(VariableTracker):
 
     def reconstruct(self, codegen: Codegen) -> str:
         return codegen.constant(self.fn)
+
+
+# Torch ops that AOTAutograd (aot_eager, inductor) cannot differentiate when they are graph
+# nodes: the node runs eagerly at a graph break when grad is on and an argument requires grad.
+# torch.compile runs the whole frame eagerly there (nn.LSTM's weakref checks break it first).
+NOT_DIFFERENTIABLE_IN_GRAPH = {
+    # CPU torch.lstm returns None where its traced forward saved a tensor for backward:
+    # AOTAutograd's runtime asserts ("expected all tensors_saved_with_vc_check to be Tensors")
+    torch.lstm: "AOTAutograd's forward of torch.lstm saves None for backward",
+}
+
+
+def _refuse_differentiating(fn: Any, args: list[VariableTracker],
+                            kwargs: dict[str, VariableTracker]) -> None:
+    """A break for a NOT_DIFFERENTIABLE_IN_GRAPH op whose result would require grad."""
+    fakes = pytree.tree_leaves([to_fake(a) for a in [*args, *kwargs.values()]])
+    if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
+                                       for t in fakes):
+        raise Unsupported(f"torch.{fn.__name__} with grad: {NOT_DIFFERENTIABLE_IN_GRAPH[fn]}, "
+                          "so it runs eagerly", break_type="unsupported_operator",
+                          hints=("run it under torch.no_grad() to keep it in the graph",))
 
 
 def _hashable(fn: Any) -> bool:
