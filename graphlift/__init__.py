@@ -48,7 +48,7 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
                  variables.tensor, variables.numpy, variables.functions, variables.objects,
                  variables.builtins, variables.collections, variables.subclasses,
                  variables.distributed, variables.autograd, variables.higher_order,
-                 variables.callables,
+                 variables.custom_ops, variables.callables,
                  variables.nn_module, variables.builder, variables.regions, variables
                  -- VariableTrackers, one kind
                  per module; the builder wraps input values with their guards and knows every

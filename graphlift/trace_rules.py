@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch._library.custom_ops import CustomOpDef
 
 from graphlift.config import config
 from graphlift.exc import Unsupported
@@ -267,6 +268,9 @@ TORCH_OP = Rule("torch_op", Kind.GRAPH,
                 "a torch operator or C binding (torch.*, torch.nn.functional C ops, aten ops)")
 C_METHOD = Rule("c_method", Kind.SKIP, "a method of a C type graphlift does not model",
                 "move the call out of the compiled function")
+CUSTOM_OP = Rule("custom_op", Kind.GRAPH,
+                 "a torch.library.custom_op function: one node targeting its operator overload, "
+                 "run on fake tensors through its fake kernel")
 # Per-module rows.
 CONFIG_SKIP = Rule("config.skip_modules", Kind.SKIP,
                    "its module is listed in graphlift.config.skip_modules",
@@ -322,10 +326,10 @@ RULES = (DISABLED, TORCH_DISABLED, TORCH_DISALLOWED, ALLOW_IN_GRAPH, COMPILED_FU
          TORCH_REGION, FORCED_BREAK, TORCH_MARKER, HIGHER_ORDER, TORCH_FORBIDDEN, POLYFILLED,
          POLYFILL_DECLINED, MODELLED_CLASS, IO_BUILTIN, PYTHON_BUILTIN, UNHANDLED_BUILTIN,
          BUILTIN_TYPE_METHOD, CONSTANT_CLASS_METHOD, PURE_C_FUNCTION, TORCH_GLOBAL_STATE,
-         TENSOR_METHOD, TORCH_OP, C_METHOD, CONFIG_SKIP, CONFIG_INLINE, GRAPHLIFT_POLYFILLS,
-         GRAPHLIFT, TORCH_INLINE, TORCH_CLASS, TORCH_BOUND_METHOD, TORCH_DISTRIBUTED,
-         DISTRIBUTED_COLLECTIVE, DISTRIBUTED_QUERY, NUMPY_FUNCTION, TORCH_PYTHON, TORCH_CLOSURE,
-         STDLIB, THIRD_PARTY, C_FUNCTION, USER_CODE)
+         TENSOR_METHOD, TORCH_OP, CUSTOM_OP, C_METHOD, CONFIG_SKIP, CONFIG_INLINE,
+         GRAPHLIFT_POLYFILLS, GRAPHLIFT, TORCH_INLINE, TORCH_CLASS, TORCH_BOUND_METHOD,
+         TORCH_DISTRIBUTED, DISTRIBUTED_COLLECTIVE, DISTRIBUTED_QUERY, NUMPY_FUNCTION,
+         TORCH_PYTHON, TORCH_CLOSURE, STDLIB, THIRD_PARTY, C_FUNCTION, USER_CODE)
 
 # Parts of torch traced like user code, by module name (a prefix matches its submodules).
 TORCH_INLINE_MODULES = (
@@ -390,6 +394,9 @@ TORCH_MARKERS: dict[tuple[str, str], Decision] = {
     ("torch._utils", "is_compiling"): _QUERY(compiler.is_compiling),  # the old spelling
     ("torch._dynamo.external_utils", "is_compiling"): _QUERY(compiler.is_compiling),
     ("torch._dynamo.decorators", "graph_break"): Decision(Kind.SKIP, FORCED_BREAK),
+    # empty: the entry's guards check that no mode is active (the trace's fake mode is its own)
+    ("torch.utils._python_dispatch", "_get_current_dispatch_mode_stack"):
+        _QUERY(compiler.current_dispatch_modes),
     ("torch._dynamo.decorators", "mark_static"): _QUERY(compiler.mark_static),  # specializes
     # a higher-order op taking a Python function: unrolled into the graph (see the polyfill)
     ("torch._higher_order_ops.associative_scan", "associative_scan"):
@@ -595,6 +602,8 @@ def _by_object(fn: Any) -> Decision | None:
         return Decision(Kind.GRAPH, TENSOR_METHOD)
     if isinstance(fn, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)):
         return Decision(Kind.GRAPH, TORCH_OP)
+    if isinstance(fn, CustomOpDef):  # before the module row: an object of torch._library
+        return Decision(Kind.GRAPH, CUSTOM_OP)
     distributed = DISTRIBUTED_MODELLED.get(fn) if _hashable(fn) else None
     if distributed is not None:  # before the module row that skips torch.distributed
         return Decision(distributed.kind, distributed)

@@ -20,6 +20,13 @@ def is_exporting() -> bool:
     return False
 
 
+def current_dispatch_modes() -> list:
+    """``torch.utils._python_dispatch._get_current_dispatch_mode_stack()``: no mode is active,
+    as every entry's guards check (``guards.mode_stacks``); the trace's own fake mode is not the
+    program's (``nn.MultiheadAttention``'s fast-path check reads the stack)."""
+    return []
+
+
 def mark_static(t, index=None):
     """``torch._dynamo.mark_static`` inside a compiled frame: keep those sizes constants.
 

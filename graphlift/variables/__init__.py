@@ -15,6 +15,8 @@ translator reaches every kind, and a kind needing the translator gets it as ``tx
   ``super().__setitem__`` in a dict subclass), one row per special method.
 - ``context``: grad-mode and autocast ``with`` blocks.
 - ``symbolic``: SymInts and sizes; ``tensor``: tensors and torch callables (``call_torch``).
+- ``custom_ops``: ``torch.library.custom_op`` functions, ``torch.ops`` packets and their
+  overloads (``.default``, ``.Tensor``): nodes targeting the operator, as torch.compile's.
 - ``functions``: user functions, closures, methods; ``objects``: modules, classes, user objects.
 - ``builtins``: Python builtins, as a table of handlers.
 - ``collections``: ``deque``, ``OrderedDict`` and ``defaultdict`` (their constructors are rows of

@@ -18,8 +18,6 @@ from __future__ import annotations
 import types
 from typing import Any
 
-import torch
-
 from graphlift import trace_rules
 from graphlift.exc import Unsupported
 from graphlift.rebuild import Codegen
@@ -29,6 +27,7 @@ from graphlift.variables import autograd  # noqa: F401  (registers Function.appl
 from graphlift.variables.base import Translator, VariableTracker, lookup_class_attr, raise_real
 from graphlift.variables.builtins import BuiltinVariable
 from graphlift.variables.constant import wrap_constant
+from graphlift.variables.custom_ops import OPERATOR_TYPES, wrap_operator
 from graphlift.variables.distributed import DistributedFunctionVariable
 from graphlift.variables.functions import UserFunctionVariable, UserMethodVariable
 from graphlift.variables.higher_order import HigherOrderVariable
@@ -41,7 +40,7 @@ from graphlift.variables.tensor import TorchCallableVariable, call_torch
 CALLABLE_TYPES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
                   types.MethodDescriptorType, types.WrapperDescriptorType,
                   types.MethodWrapperType, types.ClassMethodDescriptorType, type,
-                  torch._ops.OpOverloadPacket, torch._ops.OpOverload)
+                  *OPERATOR_TYPES)
 
 
 def is_classified_callable(value: Any) -> bool:
@@ -72,6 +71,8 @@ def wrap_callable(tx: Translator, value: Any,
     if kind is Kind.GRAPH:
         if decision.rule is trace_rules.ALLOW_IN_GRAPH:
             return AllowedFunctionVariable(value, source)
+        if isinstance(value, OPERATOR_TYPES):  # custom ops, torch.ops packets and overloads
+            return wrap_operator(value, source)
         return TorchCallableVariable(value, source)
     if isinstance(value, types.MethodType):
         fn = _wrap_part(tx, value.__func__, source, "__func__")

@@ -21,7 +21,7 @@ from torch._subclasses.fake_tensor import (
     DynamicOutputShapeException,
     UnsupportedOperatorException,
 )
-from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, free_unbacked_symbols
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from graphlift import trace_rules
@@ -53,7 +53,7 @@ from graphlift.variables.symbolic import (
 # Tensor attributes read from the fake tensor as constants while tracing.
 METADATA_ATTRS = frozenset({
     "shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_cpu", "is_sparse",
-    "is_quantized", "is_meta", "layout", "is_leaf",
+    "is_quantized", "is_meta", "layout", "is_leaf", "is_nested", "is_mkldnn",
 })
 
 # Tensor attributes that are new tensors: they become graph nodes (getattr on the tensor).
@@ -293,12 +293,37 @@ class TorchCallableVariable(VariableTracker):
         reason = trace_rules.stateful_reason(self.fn)
         if reason is not None:
             raise Unsupported(f"torch.{self.describe()} {reason}", break_type="skipped_function")
+        if _hashable(self.fn) and self.fn in NOT_DIFFERENTIABLE_IN_GRAPH:
+            _refuse_differentiating(self.fn, args, kwargs)
         if _hashable(self.fn) and self.fn in USER_CHECKS:
+            if _check_passes(tx, self.fn, args, kwargs):
+                return ConstantVariable(None)
             _refuse_unfaithful_check(self.fn, args, kwargs)
         return call_torch(tx, "call_function", self.fn, args, kwargs)
 
     def reconstruct(self, codegen: Codegen) -> str:
         return codegen.constant(self.fn)
+
+
+# Torch ops that AOTAutograd (aot_eager, inductor) cannot differentiate when they are graph
+# nodes: the node runs eagerly at a graph break when grad is on and an argument requires grad.
+# torch.compile runs the whole frame eagerly there (nn.LSTM's weakref checks break it first).
+NOT_DIFFERENTIABLE_IN_GRAPH = {
+    # CPU torch.lstm returns None where its traced forward saved a tensor for backward:
+    # AOTAutograd's runtime asserts ("expected all tensors_saved_with_vc_check to be Tensors")
+    torch.lstm: "AOTAutograd's forward of torch.lstm saves None for backward",
+}
+
+
+def _refuse_differentiating(fn: Any, args: list[VariableTracker],
+                            kwargs: dict[str, VariableTracker]) -> None:
+    """A break for a NOT_DIFFERENTIABLE_IN_GRAPH op whose result would require grad."""
+    fakes = pytree.tree_leaves([to_fake(a) for a in [*args, *kwargs.values()]])
+    if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
+                                       for t in fakes):
+        raise Unsupported(f"torch.{fn.__name__} with grad: {NOT_DIFFERENTIABLE_IN_GRAPH[fn]}, "
+                          "so it runs eagerly", break_type="unsupported_operator",
+                          hints=("run it under torch.no_grad() to keep it in the graph",))
 
 
 def _hashable(fn: Any) -> bool:
@@ -321,6 +346,32 @@ USER_CHECKS: dict[Any, tuple[int, int, int | type]] = {
     torch._check_type: (0, 1, TypeError),
     torch._check_not_implemented: (0, 1, NotImplementedError),
 }
+
+
+def _check_passes(tx: Translator, fn: Any, args: list[VariableTracker],
+                  kwargs: dict[str, VariableTracker]) -> bool:
+    """Whether a check's condition is known to hold while tracing: a constant, or a backed
+    symbolic bool (guarded to keep its value). It then returns None and its message function
+    is never called, as in eager (``F.multi_head_attention_forward`` checks a padding mask's
+    shape with a lambda message). One known to fail is a graph break: eager's check raises
+    its own error."""
+    cond_at, message_at, _ = USER_CHECKS[fn]
+    cond = _argument(args, kwargs, cond_at, "cond")
+    if isinstance(cond, SymNodeVariable):
+        message = _argument(args, kwargs, message_at, "message")
+        if free_unbacked_symbols(cond.value) or message is None or message.is_constant():
+            return False  # an assert of the graph, or a break (_refuse_unfaithful_check)
+        holds = specialize(tx.output, cond.value)  # with a message: a guard, not a break
+    elif cond is not None and cond.is_constant():
+        holds = cond.as_constant()
+    else:
+        return False
+    if not isinstance(holds, bool):
+        return False
+    if not holds:
+        raise Unsupported(f"torch.{fn.__name__}() fails here, so it raises when run",
+                          break_type="torch_error")
+    return True
 
 
 def _refuse_unfaithful_check(fn: Any, args: list[VariableTracker],
