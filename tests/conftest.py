@@ -19,6 +19,7 @@ import torch
 
 import graphlift
 from graphlift import logs
+from graphlift.graph_break import listeners
 
 # Modules whose tests start processes of their own.
 STARTS_PROCESSES = {"test_demo", "test_distributed", "test_doctor", "test_dropin",
@@ -53,3 +54,12 @@ def clean_graphlift():
     _clean()
     assert not torch_compile_has_run(), \
         "torch.compile ran in the suite's process: record its figures instead (tests/reference)"
+
+
+@pytest.fixture
+def breaks() -> list:
+    """The graph breaks of the test, as graphlift reports them to its listeners."""
+    seen: list = []
+    listeners.append(seen.append)
+    yield seen
+    listeners.remove(seen.append)

@@ -18,7 +18,6 @@ from corpus.harness import assert_same, assert_same_outcome, call
 from reference import measure, recorded
 
 import graphlift
-from graphlift.graph_break import listeners
 from graphlift.testing import CompileCounterWithBackend
 
 
@@ -224,14 +223,6 @@ def _compile(fn, backend: str):
 def _figures(counter, breaks: list) -> dict:
     return {"graphs": counter.frame_count, "breaks": len(breaks),
             "targets": _targets(counter.graphs)}
-
-
-@pytest.fixture
-def breaks():
-    seen: list = []
-    listeners.append(seen.append)
-    yield seen
-    listeners.remove(seen.append)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

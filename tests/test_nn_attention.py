@@ -21,7 +21,6 @@ from corpus.harness import assert_same
 from reference import measure, recorded
 
 import graphlift
-from graphlift.graph_break import listeners
 from graphlift.testing import CompileCounterWithBackend
 
 D_MODEL, HEADS, SEQ = 8, 2, 5
@@ -161,29 +160,24 @@ def _run(fn, x: torch.Tensor, training: bool) -> tuple:
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_one_graph_values_and_gradients_equal_eager(case, mode):
+def test_one_graph_values_and_gradients_equal_eager(case, mode, breaks):
     fn = CASES[case]
     training = mode == "training"
     _set_mode(mode)
     counter = CompileCounterWithBackend("aot_eager")
     compiled = graphlift.compile(fn, backend=counter)
-    breaks: list = []
-    listeners.append(breaks.append)
-    try:
-        with torch.set_grad_enabled(training):
-            for batch in (2, 3):
-                expected, expected_grads = _run(fn, _input(batch, training), training)
-                got, grads = _run(compiled, _input(batch, training), training)
-                if (case, mode) in PADDING_DIFFERS:
-                    padded = _padding(batch)
-                    assert torch.all(expected[padded] == 0)  # eager's nested fast path
-                    got, expected = got[~padded], expected[~padded]
-                assert_same(got, expected)
-                assert len(grads) == len(expected_grads)
-                for g, e in zip(grads, expected_grads):
-                    torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-4)
-    finally:
-        listeners.remove(breaks.append)
+    with torch.set_grad_enabled(training):
+        for batch in (2, 3):
+            expected, expected_grads = _run(fn, _input(batch, training), training)
+            got, grads = _run(compiled, _input(batch, training), training)
+            if (case, mode) in PADDING_DIFFERS:
+                padded = _padding(batch)
+                assert torch.all(expected[padded] == 0)  # eager's nested fast path
+                got, expected = got[~padded], expected[~padded]
+            assert_same(got, expected)
+            assert len(grads) == len(expected_grads)
+            for g, e in zip(grads, expected_grads):
+                torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-4)
     theirs = recorded(f"nn_attention/{case}/{mode}")
     assert {"graphs": counter.frame_count, "breaks": len(breaks)} == theirs
     assert not breaks, [b.explanation for b in breaks]

@@ -18,7 +18,6 @@ import torch
 from reference import measure, recorded
 
 import graphlift
-from graphlift.graph_break import listeners
 from graphlift.testing import CompileCounterWithBackend
 
 CONFIGS = {
@@ -87,25 +86,20 @@ def _step(fn, model, x: torch.Tensor, training: bool) -> list[torch.Tensor]:
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(("cell", "config"), sorted(MODELS), ids="-".join)
-def test_recurrent_step_equals_eager_without_crashing(cell, config, mode):
+def test_recurrent_step_equals_eager_without_crashing(cell, config, mode, breaks):
     training = mode == "training"
     model = MODELS[cell, config]
     model.train(training)
     loss = _loss_fn(model)
     counter = CompileCounterWithBackend("aot_eager" if training else "eager")
     compiled = graphlift.compile(loss, backend=counter)
-    breaks: list = []
-    listeners.append(breaks.append)
-    try:
-        with torch.set_grad_enabled(training):
-            for i in range(2):
-                expected = _step(loss, model, _input(i), training)
-                got = _step(compiled, model, _input(i), training)
-                assert len(got) == len(expected)
-                for g, e in zip(got, expected):
-                    torch.testing.assert_close(g, e, atol=1e-6, rtol=1e-5)
-    finally:
-        listeners.remove(breaks.append)
+    with torch.set_grad_enabled(training):
+        for i in range(2):
+            expected = _step(loss, model, _input(i), training)
+            got = _step(compiled, model, _input(i), training)
+            assert len(got) == len(expected)
+            for g, e in zip(got, expected):
+                torch.testing.assert_close(g, e, atol=1e-6, rtol=1e-5)
     theirs = recorded(f"nn_rnn/{cell}/{config}/{mode}")
     assert counter.frame_count >= theirs["graphs"]
     lstm_breaks = [b for b in breaks if "torch.lstm with grad" in b.explanation]
