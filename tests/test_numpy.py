@@ -152,7 +152,61 @@ def test_an_array_that_leaves_the_frame_is_a_real_ndarray_and_numpy_scalars_stay
     total, mean, column_max = compiled(m23())
     assert type(total) is np.float32 and type(mean) is np.float32  # torch.compile: 0-d arrays
     assert type(column_max) is np.ndarray and column_max.dtype == np.float32
-    assert "numpy_sum" in counter.graphs[0].code  # a node of the graph, not a break
+    # Nodes of the graph, not breaks: the float32 sum by NumPy itself (numpy_ordered), the max
+    # through torch._numpy.
+    assert "numpy_ordered" in counter.graphs[0].code and "numpy_max" in counter.graphs[0].code
+
+
+def wavy() -> torch.Tensor:
+    """float32 values whose sums torch and NumPy round differently (checked below)."""
+    return (torch.arange(120.).reshape(3, 40) * 0.37 + 3).sin() * 7
+
+
+def sums_in_numpy_order(x):
+    a = x.numpy()
+    total = np.sum(a)
+    return (total, np.cumsum(a, axis=1), a.mean(axis=1), a @ a.T, np.einsum("ij,ij->i", a, a),
+            x * float(total))
+
+
+numpy_case("sums_in_numpy_order", sums_in_numpy_order, lambda: [(wavy(),), (wavy() * 3,)])
+
+
+def test_wavy_sums_differ_between_torch_and_numpy():
+    # What makes the next test able to fail: torch._numpy's sums of this input are torch's.
+    a = wavy()
+    assert np.sum(a.numpy()) != np.float32(torch._numpy.sum(torch._numpy.ndarray(a)).item())
+    assert not np.array_equal(np.cumsum(a.numpy(), axis=1),
+                              torch._numpy.cumsum(torch._numpy.ndarray(a), axis=1).tensor.numpy())
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_floating_sums_are_numpys_bit_for_bit(backend):
+    # torch.compile computes these with torch's sums (the float32 total differs from eager's in
+    # the last bit); graphlift runs NumPy's own function as one node, so the graph stays whole.
+    assert check("sums_in_numpy_order", tc=(3, 1)) == (3, 1)  # float(total): one break
+    graphlift.reset()
+    compiled = graphlift.compile(sums_in_numpy_order, backend=backend)
+    for x in (wavy(), wavy() * 3):
+        expected, got = sums_in_numpy_order(x), compiled(x)
+        for e, c in zip(expected[:-1], got[:-1]):
+            assert type(e) is type(c) and e.dtype == c.dtype
+            np.testing.assert_array_equal(c, e)
+        assert torch.equal(got[-1], expected[-1])
+
+
+def integer_sum(x):
+    return np.sum(x.numpy().astype(np.int64)), np.sum(x.numpy(), dtype=np.float64)
+
+
+def test_only_floating_sums_leave_torch_numpy():
+    counter = CompileCounter()
+    compiled = graphlift.compile(integer_sum, backend=counter)
+    got, expected = compiled(wavy()), integer_sum(wavy())
+    assert got == expected and type(got[1]) is np.float64
+    targets = [str(node.target) for node in counter.graphs[0].graph.nodes]
+    # The integer sum through torch._numpy; dtype=float64 asks for float additions: NumPy's.
+    assert targets.count("graphlift.numpy_ordered.default") == 1 and "numpy_sum" in targets
 
 
 def test_the_same_array_returned_twice_is_one_object():

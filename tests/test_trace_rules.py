@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from reference import measure, recorded
 
 import graphlift
-from graphlift import config, trace_rules
+from graphlift import config, trace_rules, translator  # noqa: F401  (trackers register their rules on import)
 from graphlift.testing import CompileCounter
 from graphlift.trace_rules import Kind
 

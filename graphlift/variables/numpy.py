@@ -40,9 +40,15 @@ from graphlift.exc import Unsupported
 from graphlift.output_graph import storage_ref
 from graphlift.rebuild import Codegen
 from graphlift.sources import NumpyTensorSource, Source
+from graphlift.variables import numpy_order
 from graphlift.variables.base import Translator, VariableTracker, raise_real
 from graphlift.variables.constant import CONTAINER_WRAPPERS, ConstantVariable
-from graphlift.variables.containers import BaseListVariable, DictVariable, TupleVariable
+from graphlift.variables.containers import (
+    BaseListVariable,
+    DictVariable,
+    ListVariable,
+    TupleVariable,
+)
 from graphlift.variables.symbolic import SliceVariable, concrete, specialize
 from graphlift.variables.tensor import (
     ARRAY_METHODS,
@@ -269,7 +275,8 @@ class NumpyMethodVariable(VariableTracker):
             raise Unsupported(f"ndarray.{self.name}() reads the array into Python",
                               break_type="data_dependent")
         return call_numpy(tx, self.name, self.name, [self.array, *args], kwargs,
-                          scalar=self.name not in ARRAY_RESULTS)
+                          scalar=self.name not in ARRAY_RESULTS,
+                          ordered=numpy_order.ordered_name(self.name, "method"))
 
 
     def _write(self, tx, args, kwargs) -> VariableTracker:
@@ -318,7 +325,8 @@ class NumpyFunctionVariable(VariableTracker):
         if id(self.fn) in FFT_GATED and not _fft_agrees(args):
             raise Unsupported(f"numpy.fft.{name} of single precision (NumPy keeps it, "
                               "torch._numpy computes in double) or of a value that is no array")
-        return call_numpy(tx, self.target, name, args, kwargs, scalar=name not in ARRAY_RESULTS)
+        return call_numpy(tx, self.target, name, args, kwargs, scalar=name not in ARRAY_RESULTS,
+                          ordered=numpy_order.ordered_name(self.fn, "function"))
 
     def reconstruct(self, codegen: Codegen) -> str:
         return codegen.source_expr(self.source) if self.source else codegen.constant(self.fn)
@@ -346,17 +354,66 @@ def _fold(fn: Any, args: list[VariableTracker], kwargs: dict[str, VariableTracke
 
 # -- the one place where NumPy calls are traced -------------------------------------------------
 def call_numpy(tx: Translator, fn: Any, name: str, args: list[VariableTracker],
-               kwargs: dict[str, VariableTracker], scalar: bool = True) -> VariableTracker:
+               kwargs: dict[str, VariableTracker], scalar: bool = True,
+               ordered: str | None = None) -> VariableTracker:
     """``fn`` (a torch._numpy function, an operator, or an ndarray method's name) on trackers:
-    one graph node; tensor results come back as arrays (0-d ones as scalars if ``scalar``)."""
+    one graph node; tensor results come back as arrays (0-d ones as scalars if ``scalar``).
+    ``ordered``: the NumPy name of a function whose floating result depends on the order of
+    its additions, computed by NumPy itself where it can be (numpy_order)."""
     graph_args = [_unwrap(tx, a) for a in args]
     graph_kwargs = {k: _unwrap(tx, v) for k, v in kwargs.items()}
     for value in [*graph_args, *graph_kwargs.values()]:
         if isinstance(value, TensorVariable) and value.fake.requires_grad:
             raise Unsupported("a NumPy operation on a tensor that requires grad (eager raises)",
                               break_type="user_exception")
-    result = call_torch(tx, "call_function", numpy_call(fn, name), graph_args, graph_kwargs)
+    result = None
+    if ordered is not None and _floating_call(args, kwargs):
+        result = _ordered_call(tx, ordered, graph_args, graph_kwargs)
+    if result is None:
+        result = call_torch(tx, "call_function", numpy_call(fn, name), graph_args, graph_kwargs)
     return _as_arrays(result, scalar)
+
+
+def _floating_call(args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> bool:
+    """A call whose additions are floating: a floating or complex array among the arguments, or
+    a ``dtype`` asked for (np.sum(ints, dtype=np.float32)). ``out=`` (a write) is left to
+    torch._numpy."""
+    if "out" in kwargs:
+        return False
+    return "dtype" in kwargs or any(
+        isinstance(a, NumpyArrayVariable) and a.dtype.kind in numpy_order.FLOATING_KINDS
+        for a in [*args, *kwargs.values()])
+
+
+class _NotLiteral(Exception):
+    pass
+
+
+def _ordered_call(tx: Translator, name: str, args: list[VariableTracker],
+                  kwargs: dict[str, VariableTracker]) -> VariableTracker | None:
+    """One ``graphlift::numpy_ordered`` node, or None when an argument is no constant."""
+    tensors: list[VariableTracker] = []
+
+    def literal(value: VariableTracker) -> Any:
+        if isinstance(value, TensorVariable):
+            tensors.append(value)
+            return numpy_order.mark(len(tensors) - 1)
+        if type(value) is TupleVariable or isinstance(value, BaseListVariable):
+            items = [literal(v) for v in value.items]
+            return tuple(items) if type(value) is TupleVariable else items
+        if value.is_constant():
+            return value.as_constant()
+        raise _NotLiteral
+
+    try:
+        options = repr(([literal(a) for a in args], {k: literal(v) for k, v in kwargs.items()}))
+    except _NotLiteral:
+        return None
+    if not numpy_order.is_literal(options):
+        return None
+    return call_torch(tx, "call_function", torch.ops.graphlift.numpy_ordered.default,
+                      [ConstantVariable(name), ListVariable(tensors), ConstantVariable(options)],
+                      {})
 
 
 def _unwrap(tx: Translator, value: VariableTracker) -> VariableTracker:
@@ -412,7 +469,8 @@ def numpy_operator(tx: Translator, op: Any, values: list[VariableTracker]) -> \
         index = values[1].as_constant() if values[1].is_constant() else None
         parts = index if isinstance(index, tuple) else (index,)
         scalar = not any(p is Ellipsis or p is None for p in parts)
-    return call_numpy(tx, op, op.__name__, values, {}, scalar=scalar)
+    return call_numpy(tx, op, op.__name__, values, {}, scalar=scalar,
+                      ordered=numpy_order.ordered_name(op, "operator"))
 
 
 def _in_place(tx: Translator, op: Any, values: list[VariableTracker]) -> \
