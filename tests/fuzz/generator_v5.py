@@ -45,7 +45,7 @@ NN_NAMES = {"MultiheadAttention": "attn", "TransformerEncoderLayer": "enc_layer"
 # frame the body closes over (broadcast to ``a``'s shape); each keeps the shape and dtype.
 BODIES = ("{a}.sin() * {w}", "{a}.cos() + {w}", "torch.tanh({a}) - {w}", "({a} * 2.0).relu()",
           "{a}.exp().clamp(max=4.0)", "{a} * 0.5 + 1.0", "torch.sigmoid({a}) * {w}",
-          "{a} - {w}.abs()")
+          "{a} - abs({w})")
 STEPS = ("{a} * 0.5 + {w}", "torch.tanh({a}) + {w}", "{a}.sin() * 2.0", "{a} * 1.5 - 0.25")
 
 # Size marks the caller puts on the first argument before a call (documented marks only:
@@ -67,7 +67,7 @@ class BuilderV5(BuilderV4):
     # -- inputs and the calls ------------------------------------------------------------------
     def more_inputs(self) -> None:
         super().more_inputs()
-        if self.chance(0.2):
+        if self.chance(0.25):
             cls = self.pick(NN_MODULES)
             self.imports.add("import torch.nn as nn")
             made = NN_MODULES[cls] + self.pick(("", "", ".eval()", ".train()"))
@@ -211,7 +211,7 @@ class BuilderV5(BuilderV4):
         shape, t = self.a_tensor()
         k = self.float_expr()
         if "x" in self.grad_leaves and "x" in self.scope and not self.no_grad and \
-                self.chance(0.3):
+                self.chance(0.6):
             return [self.result("NM", f"torch.autograd.grad(scale_op(x, {k}).sum(), x)[0]")]
         kind = self.pick(("call", "default", "packet", "bump", "bump", "pair"))
         if kind in ("call", "default", "packet"):
@@ -312,7 +312,7 @@ class BuilderV5(BuilderV4):
                                        f"(i + 1, {step}), (torch.tensor(0), {carry}))[1]")]
         self.define_checkpointed()
         if "x" in self.grad_leaves and "x" in self.scope and not self.no_grad and \
-                self.chance(0.4):
+                self.chance(0.6):
             w = self.outer("NM")
             w = w if w != "0.5" else "x"
             return [self.result("NM", "torch.autograd.grad(torch.utils.checkpoint.checkpoint("
@@ -385,8 +385,8 @@ class BuilderV5(BuilderV4):
 
 STATEMENTS_V5 = {
     **STATEMENTS_V4,
-    "s_custom_op": 3, "s_nn": 5, "s_hop": 4, "s_numpy5": 2, "s_check": 2, "s_decorated": 2,
+    "s_custom_op": 3, "s_nn": 14, "s_hop": 6, "s_numpy5": 2, "s_check": 2, "s_decorated": 2,
 }
 # Deep inside blocks: no more nesting (a higher-order operator's bodies are expressions).
-LEAF_STATEMENTS_V5 = {**LEAF_STATEMENTS_V4, "s_custom_op": 3, "s_nn": 5, "s_hop": 3,
+LEAF_STATEMENTS_V5 = {**LEAF_STATEMENTS_V4, "s_custom_op": 3, "s_nn": 14, "s_hop": 4,
                       "s_numpy5": 2, "s_check": 2, "s_decorated": 2}

@@ -114,7 +114,7 @@ def quiet_torch_logs() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _python_meaning(wrapper, args: tuple):
+def _python_meaning(wrapper, args: tuple, kwargs: dict | None = None):
     """What torch's eager ``torch.cond`` / ``while_loop`` compute, without the torch.compile
     call they make to compute it (the fuzzer never runs torch.compile in its process)."""
     if wrapper.__name__ == "_cond_op_wrapper":
