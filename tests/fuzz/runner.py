@@ -30,7 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from unittest import mock
 
+import torch
 import torch._higher_order_ops.utils as hop_utils
+import torch.utils._pytree as pytree
 
 import graphlift
 from graphlift import cache
@@ -116,16 +118,21 @@ def quiet_torch_logs() -> Iterator[None]:
 
 def _python_meaning(wrapper, args: tuple, kwargs: dict | None = None):
     """What torch's eager ``torch.cond`` / ``while_loop`` compute, without the torch.compile
-    call they make to compute it (the fuzzer never runs torch.compile in its process)."""
+    call they make to compute it (the fuzzer never runs torch.compile in its process). As the
+    operators' outputs, none is one of their inputs (a loop that runs no step gives copies)."""
     if wrapper.__name__ == "_cond_op_wrapper":
         pred, true_fn, false_fn, operands = args
-        return true_fn(*operands) if pred else false_fn(*operands)
-    if wrapper.__name__ == "_while_loop_op_wrapper":
+        out, inputs = true_fn(*operands) if pred else false_fn(*operands), operands
+    elif wrapper.__name__ == "_while_loop_op_wrapper":
         cond_fn, body_fn, carried, additional = args
+        inputs = (*carried, *additional)
         while cond_fn(*carried, *additional):
             carried = tuple(body_fn(*carried, *additional))
-        return carried
-    raise NotImplementedError(f"no Python meaning for {wrapper.__name__} in the fuzzer")
+        out = carried
+    else:
+        raise NotImplementedError(f"no Python meaning for {wrapper.__name__} in the fuzzer")
+    given = {id(t) for t in pytree.tree_leaves(inputs) if isinstance(t, torch.Tensor)}
+    return pytree.tree_map_only(torch.Tensor, lambda t: t.clone() if id(t) in given else t, out)
 
 
 @contextlib.contextmanager

@@ -169,6 +169,8 @@ def test_eager_cond_and_while_loop_have_their_python_meaning_without_torch_compi
             [0.0, -3.0]
         i, a = while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * 2), (torch.tensor(0), x))
         assert int(i) == 3 and a.tolist() == [8.0, -16.0]
+        _, same = while_loop(lambda i, a: i < 0, lambda i, a: (i + 1, a), (torch.tensor(0), x))
+        assert same is not x and same.tolist() == x.tolist(), "no step: a copy, as the operator"
 
 
 def test_ndarray_arguments_are_compared_by_value():
