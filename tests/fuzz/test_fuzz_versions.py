@@ -40,6 +40,9 @@ VERSION_3_PROGRAMS = {0: "f4c951f4e953adb6", 89: "bb8756bd792fec88", 221: "b6fd8
                       299: "8d9ebab429979596"}
 VERSION_4_PROGRAMS = {0: "310bfd5c5d3c6eaa", 5: "96374d279b40cb4e", 38: "ba50caf35fb04bef",
                       199: "6f254d5506b21d1d"}
+# Version 5 programs as its first campaign (seeds 500000-500599) ran them.
+VERSION_5_PROGRAMS = {0: "0130c37fac923a01", 26: "23bde3f047035c98", 2081: "fa5104a8bbaba968",
+                      500000: "6ea72c20df1079e4", 500599: "315fd6c31ddb5184"}
 
 # Text that shows each construct of version 2 in a program (docs/fuzzing.md lists them).
 VERSION_2_MARKERS = {
@@ -125,7 +128,8 @@ def program_hash(program: Program) -> str:
 
 def test_old_seeds_keep_their_programs():
     for version, pinned in ((1, VERSION_1_PROGRAMS), (2, VERSION_2_PROGRAMS),
-                            (3, VERSION_3_PROGRAMS), (4, VERSION_4_PROGRAMS)):
+                            (3, VERSION_3_PROGRAMS), (4, VERSION_4_PROGRAMS),
+                            (5, VERSION_5_PROGRAMS)):
         for seed, digest in pinned.items():
             assert program_hash(generate(seed, version)) == digest, (version, seed)
 
