@@ -119,10 +119,16 @@ def quiet_torch_logs() -> Iterator[None]:
 def _python_meaning(wrapper, args: tuple, kwargs: dict | None = None):
     """What torch's eager ``torch.cond`` / ``while_loop`` compute, without the torch.compile
     call they make to compute it (the fuzzer never runs torch.compile in its process). As the
-    operators' outputs, none is one of their inputs (a loop that runs no step gives copies)."""
+    operators' outputs, none is one of their inputs (a loop that runs no step gives copies),
+    and a ``cond`` output requires grad where either branch's does: the operator runs both
+    branches' autograd (``torch.where`` picks the taken branch's values exactly; the bodies the
+    generator writes have no side effects)."""
     if wrapper.__name__ == "_cond_op_wrapper":
         pred, true_fn, false_fn, operands = args
-        out, inputs = true_fn(*operands) if pred else false_fn(*operands), operands
+        taken = pred.reshape(())
+        out = pytree.tree_map(lambda a, b: torch.where(taken, a, b), true_fn(*operands),
+                              false_fn(*operands))
+        inputs = operands
     elif wrapper.__name__ == "_while_loop_op_wrapper":
         cond_fn, body_fn, carried, additional = args
         inputs = (*carried, *additional)

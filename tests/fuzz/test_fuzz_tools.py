@@ -169,6 +169,9 @@ def test_eager_cond_and_while_loop_have_their_python_meaning_without_torch_compi
             [0.0, -3.0]
         i, a = while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * 2), (torch.tensor(0), x))
         assert int(i) == 3 and a.tolist() == [8.0, -16.0]
+        w = torch.ones(2, requires_grad=True)
+        picked = torch.cond(x.sum() < 0, lambda a: a * 2, lambda a: a * w, (x,))
+        assert picked.tolist() == [2.0, -4.0] and picked.requires_grad, "as the operator"
         _, same = while_loop(lambda i, a: i < 0, lambda i, a: (i + 1, a), (torch.tensor(0), x))
         assert same is not x and same.tolist() == x.tolist(), "no step: a copy, as the operator"
 
