@@ -28,6 +28,8 @@ V3_FOUND_SEEDS = (100099, 100201)
 # nested_compile_region marker (46, 154), a caller's function mode seeing the guards (226, 462);
 # its 10,000-program campaign: np.sum of float32 in torch's order of additions (409687).
 V4_FOUND_SEEDS = (46, 154, 226, 462, 409687)
+# Version 5 seeds of its first campaign: a tensor passed twice to checkpoint (500013, 500208).
+V5_FOUND_SEEDS = (500013, 500208)
 
 
 def assert_agree(seeds, version: int) -> None:
@@ -55,3 +57,7 @@ def test_version_3_seeds_that_once_differed_agree():
 
 def test_version_4_seeds_that_once_differed_agree():
     assert_agree(V4_FOUND_SEEDS, version=4)
+
+
+def test_version_5_seeds_that_once_differed_agree():
+    assert_agree(V5_FOUND_SEEDS, version=5)
