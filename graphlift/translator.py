@@ -18,6 +18,7 @@ is neither handled nor refused, for the version it runs on.
 from __future__ import annotations
 
 import builtins
+import collections
 import linecache
 import operator
 import sys
@@ -160,6 +161,9 @@ class BreakState:
 
 
 _JUMP_IF_FALSE = frozenset({"POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_IF_FALSE"})
+# Types of torch's module-level registries that a program fills (hooks): a trusted global of
+# one of them is read with guards, unlike torch's other globals.
+_REGISTRY_TYPES = frozenset({collections.OrderedDict})
 # The first instruction of a handler made of ``except`` clauses (3.11 on; 3.10).
 _EXCEPT_CLAUSES_START = frozenset({"PUSH_EXC_INFO", "COPY"})
 
@@ -626,7 +630,11 @@ class InstructionTranslator:
     def load_global(self, name: str) -> VariableTracker:
         globals_dict = self.f_globals
         if name in globals_dict and trace_rules.is_trusted_globals(globals_dict):
-            return wrap_unguarded(self, globals_dict[name])  # torch's or graphlift's: no guard
+            value = globals_dict[name]
+            if type(value) in _REGISTRY_TYPES and self.globals_source is not None:
+                # A registry the program adds to (torch.optim's global step hooks): guarded.
+                return self.builder.wrap(value, self.global_source(name))
+            return wrap_unguarded(self, value)  # torch's or graphlift's: no guard
         stored = self.output.side_effects.pending(self.global_source(name))
         if stored is not None:
             return stored
