@@ -55,6 +55,7 @@ from graphlift.variables.containers import (
     ListVariable,
     SetVariable,
     TupleVariable,
+    hashable_key,
     mapping_pairs,
 )
 from graphlift.variables.exceptions import ExceptionVariable, set_cause, tracker_of
@@ -1075,7 +1076,7 @@ class InstructionTranslator:
             obj.items[key] = value.unpack(self) if isinstance(key, slice) else value
         elif isinstance(obj, DictVariable):
             obj.check_mutable(self)
-            obj.items[index.as_constant()] = value
+            obj.items[hashable_key(index)] = value
         elif isinstance(obj, (UserObjectVariable, InputInstanceDictVariable)):
             obj.setitem(self, index, value)
         else:
@@ -1093,9 +1094,10 @@ class InstructionTranslator:
             del obj.items[index.as_constant()]
         elif isinstance(obj, DictVariable):
             obj.check_mutable(self)
-            if index.as_constant() not in obj.items:
-                raise raise_real(KeyError(index.as_constant()))
-            del obj.items[index.as_constant()]
+            key = hashable_key(index)
+            if key not in obj.items:
+                raise raise_real(KeyError(key))
+            del obj.items[key]
         elif isinstance(obj, UserObjectVariable):
             obj.delitem(self, index)
         else:

@@ -26,6 +26,8 @@ from graphlift.polyfills import POLYFILLS
 from graphlift.resume import GradModeExit
 from graphlift.sources import (
     AttrSource,
+    DictKeySource,
+    DictValueSource,
     ItemSource,
     Source,
     SourceKind,
@@ -51,6 +53,7 @@ from graphlift.variables.containers import (
     DictViewVariable,
     ListVariable,
     SetVariable,
+    TensorKey,
     TupleVariable,
 )
 from graphlift.variables.context import ContextMethodVariable, GradModeVariable
@@ -125,7 +128,9 @@ def _wrap_tensor(builder: VariableBuilder, value: torch.Tensor,
     else:
         guards.tensor_match(source, value, graph_input.dynamic_dims)
     graph_input.node.meta["real_type"] = type(value)
-    return TensorVariable(graph_input.node, graph_input.fake, source)
+    variable = TensorVariable(graph_input.node, graph_input.fake, source)
+    variable.input_value = value
+    return variable
 
 
 def _wrap_tensor_method(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:
@@ -227,14 +232,31 @@ def _wrap_collection(builder: VariableBuilder, value: Any, source: Source) -> Va
         guards.constant_match(AttrSource(source, "maxlen"), value.maxlen)
         items = [builder.wrap(v, ItemSource(source, i)) for i, v in enumerate(value)]
         return DequeVariable(items, source, maxlen=value.maxlen)
-    if not all(is_constant_value(k) for k in value):
+    if value and type(value) is collections.defaultdict and \
+            all(type(k) in (torch.Tensor, torch.nn.Parameter) for k in value):
+        items = _tensor_keyed_items(builder, value, source)
+    elif not all(is_constant_value(k) for k in value):
         return UserObjectVariable(value, source)
-    guards.dict_keys(source, list(value))
-    items = {k: builder.wrap(v, ItemSource(source, k)) for k, v in value.items()}
+    else:
+        guards.dict_keys(source, list(value))
+        items = {k: builder.wrap(v, ItemSource(source, k)) for k, v in value.items()}
     if type(value) is collections.OrderedDict:
         return OrderedDictVariable(items, source)
     factory = builder.wrap(value.default_factory, AttrSource(source, "default_factory"))
     return DefaultDictVariable(items, factory, source)
+
+
+def _tensor_keyed_items(builder: VariableBuilder, value: dict,
+                        source: Source) -> dict[TensorKey, VariableTracker]:
+    """The items of a dict keyed by tensors (an optimizer's state, keyed by its parameters),
+    by position: its length is guarded, each key is a tensor input (shared with the same tensor
+    read elsewhere, with a guard that it is one object) and each value is read at its position."""
+    builder.tx.guards.length_check(source, len(value))
+    items = {}
+    for position, (key, item) in enumerate(value.items()):
+        tracker = builder.wrap(key, DictKeySource(source, position))
+        items[TensorKey(key, tracker)] = builder.wrap(item, DictValueSource(source, position))
+    return items
 
 
 def _wrap_stand_in(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:

@@ -87,6 +87,9 @@ INPLACE_OPERATORS = frozenset({
 class TensorVariable(VariableTracker):
     """A tensor in the graph: its FX node and the fake tensor that carries its metadata."""
 
+    # The real tensor of a graph input (set by the builder): its identity as a dict key.
+    input_value: torch.Tensor | None = None
+
     def __init__(self, node: torch.fx.Node, fake: torch.Tensor, source=None) -> None:
         super().__init__(source)
         self.node = node
