@@ -162,9 +162,10 @@ class BreakState:
 
 
 _JUMP_IF_FALSE = frozenset({"POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_IF_FALSE"})
-# Types of torch's module-level registries that a program fills (hooks): a trusted global of
-# one of them is read with guards, unlike torch's other globals.
-_REGISTRY_TYPES = frozenset({collections.OrderedDict})
+# Types of torch's module-level tables that a program may change (hooks, torch.optim's
+# _foreach_supported_types): a trusted global of one of them is read with guards, unlike
+# torch's other globals.
+_REGISTRY_TYPES = frozenset({collections.OrderedDict, list})
 # The first instruction of a handler made of ``except`` clauses (3.11 on; 3.10).
 _EXCEPT_CLAUSES_START = frozenset({"PUSH_EXC_INFO", "COPY"})
 
