@@ -15,6 +15,7 @@ import functools
 import gc
 import os
 import types
+import weakref
 from typing import Any
 
 import torch
@@ -66,6 +67,7 @@ from graphlift.variables.objects import (
     EnvironVariable,
     PythonModuleVariable,
     UserObjectVariable,
+    WeakRefVariable,
 )
 from graphlift.variables.subclasses import is_builtin_subclass_object, wrap_builtin_subclass
 from graphlift.variables.symbolic import wrap_scalar_input
@@ -97,6 +99,11 @@ class VariableBuilder:
             self._mutable_by_id[id(value)] = tracker
         self._by_source[source] = tracker
         return tracker
+
+    def tracker_of(self, value: Any) -> VariableTracker | None:
+        """The tracker of the object ``value`` if the trace read it from the inputs, else None."""
+        tracker = self._mutable_by_id.get(id(value))
+        return tracker if tracker is not None and tracker.real_object is value else None
 
     def mutable_inputs(self) -> list[VariableTracker]:
         """Trackers of the lists, dicts and objects read from the inputs, one per object."""
@@ -259,6 +266,12 @@ def _tensor_keyed_items(builder: VariableBuilder, value: dict,
     return items
 
 
+def _wrap_weakref(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:
+    """A weak reference: pinned by identity; calling it gives its object's tracker."""
+    builder.tx.guards.id_match(source, value)
+    return WeakRefVariable(value, source)
+
+
 def _wrap_stand_in(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:
     """A real partial or itemgetter from the inputs, as an object of its polyfill class."""
     stand_in = stand_in_class(value)
@@ -419,6 +432,9 @@ WRAP_ROWS = (
     (is_builtin_subclass_object, wrap_builtin_subclass),
     # Before the object row: reads fold, guarded on the variable's value.
     (lambda v: v is os.environ, _wrap_environ),
+    # A weak reference (a closure cell of LRScheduler's wrapper of optimizer.step): pinned by
+    # identity, so its object is the one it had while tracing.
+    (lambda v: type(v) is weakref.ref, _wrap_weakref),
     # Last, and matches everything: any other object is a user object.
     (lambda v: True, _wrap_object),
 )
@@ -482,6 +498,11 @@ def _unguarded_environ(tx: Translator, value: Any) -> VariableTracker:
     return EnvironVariable(value)
 
 
+def _unguarded_weakref(tx: Translator, value: Any) -> VariableTracker:
+    """A weak reference: calling it gives the tracker of its object (see WeakRefVariable)."""
+    return WeakRefVariable(value)
+
+
 def _unguarded_object(tx: Translator, value: Any) -> VariableTracker:
     """Any other object, its attributes read through it."""
     return UserObjectVariable(value)
@@ -513,6 +534,8 @@ UNGUARDED_ROWS = (
     (lambda v: isinstance(v, enum.Enum), _unguarded_constant),
     # Reached through a guarded os module: each read is guarded on its own.
     (lambda v: v is os.environ, _unguarded_environ),
+    # A closure's weak reference to a program object (LRScheduler's to its optimizer).
+    (lambda v: type(v) is weakref.ref, _unguarded_weakref),
     # Last, and matches everything: any other object is a user object.
     (lambda v: True, _unguarded_object),
 )

@@ -476,8 +476,29 @@ def call_torch(tx: Translator, op: str, target: Any, args: list[VariableTracker]
     return wrap_result(tx, node, result, args)
 
 
+# Scalar arguments that kernels read with item() when given a tensor, as torch's optimizers
+# pass them when compiling (the learning rate and step size stay tensors: ``alpha=-lr``,
+# ``value=-step_size``, a foreach op's stacked ``scalars``). What the call computes about its
+# result's metadata does not depend on their values, so the fake run reads them as 1.0; the
+# node keeps the tensors, and the real kernel reads their values, as eager's does.
+_SCALAR_KEYWORDS = frozenset({"alpha", "value"})
+_FOREACH_TENSOR_SCALARS = frozenset({"_foreach_addcdiv_", "_foreach_addcmul_",
+                                     "_foreach_addcdiv", "_foreach_addcmul"})  # last argument
+
+
+def _scalars_as_numbers(name: str, fake_args: list, fake_kwargs: dict) -> tuple[list, dict]:
+    """The fake arguments with tensor scalars read as 1.0 (see _SCALAR_KEYWORDS)."""
+    fake_kwargs = {k: 1.0 if k in _SCALAR_KEYWORDS and isinstance(v, torch.Tensor) and
+                   v.dim() == 0 else v for k, v in fake_kwargs.items()}
+    if name in _FOREACH_TENSOR_SCALARS and len(fake_args) == 4 and \
+            isinstance(fake_args[3], torch.Tensor) and fake_args[3].dim() == 1:
+        fake_args = [*fake_args[:3], [1.0] * len(fake_args[0])]
+    return fake_args, fake_kwargs
+
+
 def _run_fake(tx, op, target, fake_args, fake_kwargs, effects: EffectRecorder):
     name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
+    fake_args, fake_kwargs = _scalars_as_numbers(name, fake_args, fake_kwargs)
     try:
         with tx.output.fake_mode, effects:
             if op == "call_method":
