@@ -53,3 +53,54 @@ class record_function:  # noqa: N801 -- named like the original
 
     def __exit__(self, *exc_info: Any) -> None:
         return None
+
+
+# -- torch's kernels given a tensor as a scalar ------------------------------------------------
+# When compiling, torch's optimizers keep the learning rate and the step size as tensors and pass
+# them where the kernels take a number (``param.add_(grad, alpha=-lr)``, ``addcdiv_(...,
+# value=-step_size)``, a foreach op's stacked ``scalars``). The kernels read such a tensor with
+# ``item()``, which a graph cannot do, so these stand-ins compute the same with tensor
+# arithmetic (as torch.compile's do; the order of the operations differs from the kernels' in
+# the last bits).
+def add_(self, other, *, alpha=1):
+    """``Tensor.add_(other, alpha=tensor)``."""
+    return self.add_(other * alpha)
+
+
+def sub_(self, other, *, alpha=1):
+    """``Tensor.sub_(other, alpha=tensor)``."""
+    return self.sub_(other * alpha)
+
+
+def addcdiv_(self, tensor1, tensor2, *, value=1):
+    """``Tensor.addcdiv_(tensor1, tensor2, value=tensor)``."""
+    return self.add_(torch.div(tensor1, tensor2) * value)
+
+
+def addcmul_(self, tensor1, tensor2, *, value=1):
+    """``Tensor.addcmul_(tensor1, tensor2, value=tensor)``."""
+    return self.add_(torch.mul(tensor1, tensor2) * value)
+
+
+def foreach_addcdiv_(self, tensor1, tensor2, scalars):
+    """``torch._foreach_addcdiv_(self, tensor1, tensor2, scalars)`` with a 1-d tensor of
+    scalars, one per tensor of the list."""
+    torch._foreach_add_(self, torch._foreach_mul(torch._foreach_div(tensor1, tensor2),
+                                                 list(scalars.unbind(0))))
+
+
+def foreach_addcmul_(self, tensor1, tensor2, scalars):
+    """``torch._foreach_addcmul_(self, tensor1, tensor2, scalars)``, as above."""
+    torch._foreach_add_(self, torch._foreach_mul(torch._foreach_mul(tensor1, tensor2),
+                                                 list(scalars.unbind(0))))
+
+
+# Kernel name -> its stand-in for a tensor scalar; the keyword (or the position) that holds it.
+TENSOR_SCALAR_STAND_INS: dict[str, tuple[Callable, str | int]] = {
+    "add_": (add_, "alpha"),  # SGD's for-loop step with a tensor lr
+    "sub_": (sub_, "alpha"),
+    "addcdiv_": (addcdiv_, "value"),  # Adam's, AdamW's, Adagrad's for-loop steps
+    "addcmul_": (addcmul_, "value"),
+    "_foreach_addcdiv_": (foreach_addcdiv_, 3),  # Adam's and AdamW's foreach steps
+    "_foreach_addcmul_": (foreach_addcmul_, 3),
+}

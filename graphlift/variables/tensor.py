@@ -28,6 +28,7 @@ from graphlift import trace_rules
 from graphlift.config import config
 from graphlift.exc import Unsupported
 from graphlift.output_graph import storage_ref
+from graphlift.polyfills.optim import TENSOR_SCALAR_STAND_INS
 from graphlift.rebuild import Codegen
 from graphlift.sources import AttrSource
 from graphlift.variables.base import Translator, VariableTracker, raise_real
@@ -39,6 +40,7 @@ from graphlift.variables.containers import (
     TupleVariable,
 )
 from graphlift.variables.context import set_grad_mode
+from graphlift.variables.functions import UserFunctionVariable
 from graphlift.variables.symbolic import (
     SizeVariable,
     SliceVariable,
@@ -449,6 +451,9 @@ def call_torch(tx: Translator, op: str, target: Any, args: list[VariableTracker]
     ``fake_result(fake_args, fake_kwargs)``, when given, computes the result's metadata instead
     of running ``target`` (``allow_in_graph`` functions, whose body must not run).
     """
+    stand_in = _tensor_scalar_stand_in(op, target, args, kwargs)
+    if stand_in is not None:
+        return UserFunctionVariable(stand_in).call(tx, args, kwargs)
     fake_args = [to_fake(a) for a in args]
     fake_kwargs = {k: to_fake(v) for k, v in kwargs.items()}
     effects = EffectRecorder([*fake_args, *fake_kwargs.values()])
@@ -476,29 +481,21 @@ def call_torch(tx: Translator, op: str, target: Any, args: list[VariableTracker]
     return wrap_result(tx, node, result, args)
 
 
-# Scalar arguments that kernels read with item() when given a tensor, as torch's optimizers
-# pass them when compiling (the learning rate and step size stay tensors: ``alpha=-lr``,
-# ``value=-step_size``, a foreach op's stacked ``scalars``). What the call computes about its
-# result's metadata does not depend on their values, so the fake run reads them as 1.0; the
-# node keeps the tensors, and the real kernel reads their values, as eager's does.
-_SCALAR_KEYWORDS = frozenset({"alpha", "value"})
-_FOREACH_TENSOR_SCALARS = frozenset({"_foreach_addcdiv_", "_foreach_addcmul_",
-                                     "_foreach_addcdiv", "_foreach_addcmul"})  # last argument
-
-
-def _scalars_as_numbers(name: str, fake_args: list, fake_kwargs: dict) -> tuple[list, dict]:
-    """The fake arguments with tensor scalars read as 1.0 (see _SCALAR_KEYWORDS)."""
-    fake_kwargs = {k: 1.0 if k in _SCALAR_KEYWORDS and isinstance(v, torch.Tensor) and
-                   v.dim() == 0 else v for k, v in fake_kwargs.items()}
-    if name in _FOREACH_TENSOR_SCALARS and len(fake_args) == 4 and \
-            isinstance(fake_args[3], torch.Tensor) and fake_args[3].dim() == 1:
-        fake_args = [*fake_args[:3], [1.0] * len(fake_args[0])]
-    return fake_args, fake_kwargs
+def _tensor_scalar_stand_in(op: str, target: Any, args: list,
+                            kwargs: dict) -> Callable | None:
+    """The stand-in of a kernel given a tensor where it reads a number (polyfills/optim.py)."""
+    name = target if op == "call_method" else getattr(target, "__name__", None)
+    row = TENSOR_SCALAR_STAND_INS.get(name) if isinstance(name, str) else None
+    if row is None:
+        return None
+    stand_in, where = row
+    scalar = kwargs.get(where) if isinstance(where, str) else \
+        (args[where] if len(args) > where else None)
+    return stand_in if isinstance(scalar, TensorVariable) else None
 
 
 def _run_fake(tx, op, target, fake_args, fake_kwargs, effects: EffectRecorder):
     name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
-    fake_args, fake_kwargs = _scalars_as_numbers(name, fake_args, fake_kwargs)
     try:
         with tx.output.fake_mode, effects:
             if op == "call_method":
