@@ -69,8 +69,9 @@ def _torch_compile_graphs(kind: str, foreach: bool, mode: str) -> int:
     return counter.frame_count
 
 
+# foreach=None: torch's default, the for-loop kernels on the CPU.
 CASES = [(kind, foreach, mode) for mode in MODES for kind in OPTIMIZERS
-         for foreach in (False, True)]
+         for foreach in (False, True)] + [(kind, None, "alone") for kind in OPTIMIZERS]
 for _case in CASES:
     measure("optimizers/{}/{}/foreach={}".format(_case[2], *_case[:2]),
             functools.partial(_torch_compile_graphs, *_case))
@@ -83,8 +84,7 @@ for _case in CASES:
 # Adagrad's state is made in its constructor: there the counts are torch.compile's.
 STATE_ON_FIRST_STEP = ("adam", "adamw", "rmsprop")
 GRAPHLIFT_GRAPHS = {(kind, foreach, mode): {"alone": 2, "whole": 3}[mode]
-                    for kind in STATE_ON_FIRST_STEP for foreach in (False, True)
-                    for mode in MODES}
+                    for kind, foreach, mode in CASES if kind in STATE_ON_FIRST_STEP}
 
 
 @pytest.mark.parametrize(("kind", "foreach", "mode"), CASES,
@@ -137,28 +137,48 @@ def test_step_hooks_run_and_a_new_hook_recompiles():
     assert graphlift.stats(step).compiles >= 2  # the hook table is guarded
 
 
-def _scheduled(compile) -> list:
-    """SGD with a tensor learning rate stepped by a scheduler outside the compiled step (the
-    compiled-optimizer tutorial's set-up): the parameters after each step."""
+def _scheduled(kind: str, compile) -> list:
+    """SGD or Adam with a tensor learning rate stepped by a scheduler outside the compiled step
+    (the compiled-optimizer tutorial's set-up), the first step eager and the others compiled:
+    the parameters after each step."""
     torch.manual_seed(0)
     model = torch.nn.Linear(3, 2)
-    opt = torch.optim.SGD(model.parameters(), lr=torch.tensor(0.1))
+    make = torch.optim.SGD if kind == "sgd" else torch.optim.Adam
+    opt = make(model.parameters(), lr=torch.tensor(0.1))
     scheduler = torch.optim.lr_scheduler.LinearLR(opt, start_factor=0.5, total_iters=3)
     step = compile(lambda: opt.step())
     seen = []
     for i in range(4):
         opt.zero_grad()
         model(torch.full((1, 3), float(i))).sum().backward()
-        (opt.step if i == 0 else step)()  # the first step eager: the compiled ones follow it
+        (opt.step if i == 0 else step)()
         scheduler.step()
         seen.append([p.detach().clone() for p in model.parameters()])
     return seen
 
 
-def test_a_tensor_learning_rate_stepped_by_a_scheduler_compiles_once():
+def _torch_compile_scheduled_graphs(kind: str) -> int:
+    """torch.compile's graphs for ``_scheduled``. A measure."""
+    import torch._dynamo.testing
+
+    counter = torch._dynamo.testing.CompileCounter()
+    _scheduled(kind, functools.partial(torch.compile, backend=counter))
+    return counter.frame_count
+
+
+for _kind in ("sgd", "adam"):
+    measure(f"optimizers/scheduled/{_kind}",
+            functools.partial(_torch_compile_scheduled_graphs, _kind))
+
+
+@pytest.mark.parametrize("kind", ["sgd", "adam"])
+def test_a_tensor_learning_rate_stepped_by_a_scheduler_compiles_once(kind):
     counter = CompileCounter()
-    got = _scheduled(functools.partial(graphlift.compile, backend=counter))
-    for mine, eager in zip(got, _scheduled(lambda fn: fn), strict=True):
+    got = _scheduled(kind, functools.partial(graphlift.compile, backend=counter))
+    # Adam's compiling branch with a tensor lr of 0.1 drifts from eager by 2e-6 in three steps
+    # under torch.compile as under graphlift (the two agree to 3e-8).
+    for mine, eager in zip(got, _scheduled(kind, lambda fn: fn), strict=True):
         for p, q in zip(mine, eager, strict=True):
-            torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-6)
-    assert counter.frame_count == 1  # the new learning rate is the tensor's value, not a guard
+            torch.testing.assert_close(p, q, atol=5e-6, rtol=1e-5)
+    # The new learning rate is the tensor's value, not a guard: one graph for three steps.
+    assert counter.frame_count == recorded(f"optimizers/scheduled/{kind}") == 1
