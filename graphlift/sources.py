@@ -36,6 +36,7 @@ class SourceKind(enum.Enum):
     ENVIRON = "environ"  # an environment variable's value, os.environ.get(name) (None if unset)
     DICT_VALUE = "dict_value"  # the value at a position of a dict (hook tables keyed by handle ids)
     DICT_KEY = "dict_key"  # the key at a position of a dict (an optimizer's state, by parameter)
+    KEYED_ITEM = "keyed_item"  # a dict's value at a key read from another source (a parameter)
 
 
 @dataclass(frozen=True)
@@ -282,6 +283,29 @@ class DictKeySource(Source):
 
     def render(self, bind: Callable[[Any], str]) -> str:
         return f"list(dict.keys({self.base.render(bind)}))[{self.position}]"
+
+    def root(self) -> Source:
+        return self.base.root()
+
+
+@dataclass(frozen=True)
+class KeyedItemSource(Source):
+    """A dict's value at the key that ``key`` reads (an optimizer's state entry of a parameter
+    read from its ``param_groups``), through ``dict.__getitem__``: one lookup, where
+    :class:`DictValueSource` walks the dict to a position."""
+
+    base: Source
+    key: Source
+    kind = SourceKind.KEYED_ITEM
+
+    def name(self) -> str:
+        return f"{self.base.name()}[{self.key.name()}]"
+
+    def expr(self) -> str:
+        return f"dict.__getitem__({self.base.expr()}, {self.key.expr()})"
+
+    def render(self, bind: Callable[[Any], str]) -> str:
+        return f"dict.__getitem__({self.base.render(bind)}, {self.key.render(bind)})"
 
     def root(self) -> Source:
         return self.base.root()

@@ -182,3 +182,26 @@ def test_a_tensor_learning_rate_stepped_by_a_scheduler_compiles_once(kind):
             torch.testing.assert_close(p, q, atol=5e-6, rtol=1e-5)
     # The new learning rate is the tensor's value, not a guard: one graph for three steps.
     assert counter.frame_count == recorded(f"optimizers/scheduled/{kind}") == 1
+
+
+def _add_one_to_each(a, b, c, d, e):
+    for t in (a, b, c, d, e):
+        t.add_(1)
+    return a
+
+
+def test_many_mutated_inputs_share_one_aliasing_guard():
+    # An optimizer step mutates every parameter and state tensor: one guard checks that they
+    # are distinct, where pairwise guards would grow with the square of their number.
+    compiled = graphlift.compile(_add_one_to_each)
+    xs = [torch.zeros(2) for _ in range(5)]
+    compiled(*xs)
+    guards = graphlift.cache_entries(compiled)[0].guards
+    assert [g for g in guards if " is not " in g or "mutated" in g] == [
+        "5 mutated inputs from L['a'] on are distinct objects, none of them one of the other 0 "
+        "inputs"]
+    aliased = [xs[0], xs[0], *xs[2:]]
+    expected = [x.clone() for x in xs]
+    _add_one_to_each(expected[0], expected[0], *expected[2:])
+    assert compiled(*aliased) is xs[0] and graphlift.stats(compiled).compiles == 2
+    assert [x.tolist() for x in xs] == [x.tolist() for x in expected]

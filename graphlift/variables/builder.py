@@ -30,6 +30,7 @@ from graphlift.sources import (
     DictKeySource,
     DictValueSource,
     ItemSource,
+    KeyedItemSource,
     Source,
     SourceKind,
     ViewDictSource,
@@ -255,14 +256,21 @@ def _wrap_collection(builder: VariableBuilder, value: Any, source: Source) -> Va
 
 def _tensor_keyed_items(builder: VariableBuilder, value: dict,
                         source: Source) -> dict[TensorKey, VariableTracker]:
-    """The items of a dict keyed by tensors (an optimizer's state, keyed by its parameters),
-    by position: its length is guarded, each key is a tensor input (shared with the same tensor
-    read elsewhere, with a guard that it is one object) and each value is read at its position."""
+    """The items of a dict keyed by tensors (an optimizer's state, keyed by its parameters): its
+    length is guarded; a key the trace read before (a parameter) has its value looked up by it
+    (a guard that reads the value fails where the key is missing); any other key is a tensor
+    input read at its position, and its value too."""
     builder.tx.guards.length_check(source, len(value))
     items = {}
     for position, (key, item) in enumerate(value.items()):
-        tracker = builder.wrap(key, DictKeySource(source, position))
-        items[TensorKey(key, tracker)] = builder.wrap(item, DictValueSource(source, position))
+        existing = builder.tx.output.input_for(key)
+        if existing is not None:  # a parameter read before: its entry is looked up by it
+            tracker = builder._by_source[existing.source]
+            item_source: Source = KeyedItemSource(source, existing.source)
+        else:
+            tracker = builder.wrap(key, DictKeySource(source, position))
+            item_source = DictValueSource(source, position)
+        items[TensorKey(key, tracker)] = builder.wrap(item, item_source)
     return items
 
 
