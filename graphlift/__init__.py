@@ -45,8 +45,8 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
     translation: translator  -- the symbolic interpreter: one method per opcode
     variables:   variables.base, variables.constant, variables.containers, variables.exceptions,
                  variables.iterators, variables.methods, variables.context, variables.symbolic,
-                 variables.tensor, variables.numpy, variables.functions, variables.objects,
-                 variables.builtins, variables.collections, variables.subclasses,
+                 variables.tensor, variables.numpy_order, variables.numpy, variables.functions,
+                 variables.objects, variables.builtins, variables.collections, variables.subclasses,
                  variables.distributed, variables.autograd, variables.higher_order,
                  variables.custom_ops, variables.callables,
                  variables.nn_module, variables.builder, variables.regions, variables
@@ -56,17 +56,20 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
     graph:       output_graph  -- the FX graph, fake tensors, graph inputs, the backend call
     rules:       trace_rules  -- inline, polyfill, builtin, graph node or skip, per callable
     records:     graph_break, backends, ddp_optimizer, rebuild, side_effects, guards,
-                 dynamic_shapes, shape_guards, compiler_collectives, polyfills.support,
-                 polyfills.builtins, polyfills.collections, polyfills.compiler, polyfills.copy,
-                 polyfills.functools, polyfills.heapq, polyfills.itertools, polyfills.operator,
-                 polyfills, resume  -- break records, backends, splitting graphs at DDP's
-                 gradient buckets, what rebuilding values after the graph asks of the code
-                 generator and of trackers, the side-effect ledger, guard
-                 kinds and the check function, which sizes are symbolic (agreed across ranks by
-                 compiler collectives) and the ShapeEnv's guards (sympy), pure-Python stand-ins
-                 for C functions, resume code objects
+                 module_structure, dynamic_shapes, shape_guards, compiler_collectives,
+                 polyfills.support, polyfills.builtins, polyfills.collections,
+                 polyfills.compiler, polyfills.copy, polyfills.functools, polyfills.heapq,
+                 polyfills.itertools, polyfills.operator, polyfills, resume  -- break records,
+                 backends, splitting graphs at DDP's gradient buckets, what rebuilding values
+                 after the graph asks of the code generator and of trackers, the side-effect
+                 ledger, guard kinds and the check function, modules' structure ids and the
+                 structure version (below the trackers: a loaded module entry needs them),
+                 which sizes are symbolic (agreed across ranks by compiler collectives) and the
+                 ShapeEnv's guards (sympy), pure-Python stand-ins for C functions, resume code
+                 objects
     bytecode:    bytecode  -- decoding 3.10 to 3.13 instructions into one form; the version check
-    primitives:  config, break_types, exc, logs, progress, sources, code_extra  -- settings,
+    primitives:  config, constants, break_types, exc, logs, progress, sources, code_extra  --
+                 settings, which Python values are constants,
                  the graph-break registry (ids GL0001...), errors, GRAPHLIFT_LOGS, the phases of
                  long compiles, where values come from (L['x'], G['w']), the code object's
                  extra slot

@@ -102,13 +102,12 @@ class NotPortable(Exception):
     """A value that cannot be written as data and rebound in another process."""
 
 
-def _nn_module() -> types.ModuleType:
-    """``graphlift.variables.nn_module``, imported on first use: the variable trackers are the
-    translator's, and neither ``import graphlift`` nor loading an entry without module guards
-    needs them."""
-    from graphlift.variables import nn_module  # deferred: see above
+def _module_structure() -> types.ModuleType:
+    """``graphlift.module_structure``, imported on first use: loading an entry without module
+    guards does not need it."""
+    from graphlift import module_structure  # deferred: see above
 
-    return nn_module
+    return module_structure
 
 
 # -- values ------------------------------------------------------------------------------------
@@ -128,8 +127,8 @@ def _encode(value: Any) -> Any:
     kind = type(value)
     if isinstance(value, (torch.nn.Module, torch.Tensor)) and id(value) in _pinned_members:
         return {"member": _pinned_members[id(value)]}
-    if value is _nn_module().STRUCTURE_VERSION:  # the module guards' process-wide counter
-        return {"import": ["graphlift.variables.nn_module", "STRUCTURE_VERSION"]}
+    if value is _module_structure().STRUCTURE_VERSION:  # the module guards' process-wide counter
+        return {"import": ["graphlift.module_structure", "STRUCTURE_VERSION"]}
     if kind is ResumePoint:
         return {"resume": _encode_resume(value)}
     if kind in _SCALARS:
@@ -485,20 +484,21 @@ def _encode_entry(entry: CacheEntry) -> dict[str, Any]:
 
 
 # -- structure ids (regional compilation) ------------------------------------------------------
-# A module argument is guarded by ``nn_module_structure(L['self']) == 3``: a small int numbered per
-# process (nn_module.structure_id). The entry keeps the structure *key* behind the int (classes by
-# import path, registry names, tensor metadata) and the exact check that compares it; loading
+# A module argument is guarded by ``nn_module_structure(L['self']) == 3``: a small int numbered
+# per process (module_structure.structure_id). The entry keeps the structure *key* behind the
+# int (classes by import path, registry names, tensor metadata) and the exact check that
+# compares it; loading
 # numbers the key in the new process and rewrites the int in the checks, so a module of that
 # structure passes there and any other fails.
 def _encode_structure(guards: CompiledGuards, source: Any, structure: Callable[[Any], int],
                       sid: int) -> dict[str, Any]:
-    if structure is not _nn_module().structure_id:
+    if structure is not _module_structure().structure_id:
         raise NotPortable("a module guarded by an unknown structure function")
     text = f"nn_module_structure({source.name()}) == {sid}"
     found = [g for g in guards.guards if g.kind is GuardKind.NN_MODULE and g.text == text]
     if len(found) != 1:
         raise NotPortable(f"a structure guard not found once ({text})")
-    return {"sid": sid, "key": _portable(_nn_module().key_of_structure_id(sid)),
+    return {"sid": sid, "key": _portable(_module_structure().key_of_structure_id(sid)),
             "check": found[0].check, "text": text,
             "local": source.local_name if isinstance(source, LocalSource) else None}
 
@@ -532,7 +532,7 @@ def _version_guard(guards: CompiledGuards) -> dict[str, Any]:
     if len(found) != 1:
         raise NotPortable("a pinned module without one structure version guard")
     return {"check": found[0].check, "text": found[0].text,
-            "value": _nn_module().STRUCTURE_VERSION.value}
+            "value": _module_structure().STRUCTURE_VERSION.value}
 
 
 def _rebind_pinned(data: dict[str, Any], replace: dict[str, str]) -> list:
@@ -541,13 +541,13 @@ def _rebind_pinned(data: dict[str, Any], replace: dict[str, str]) -> list:
     roots = []
     for module_name, global_name in data["pinned"]:
         module = _resolve(module_name, global_name)
-        watch = _nn_module().watch
+        watch = _module_structure().watch
         for m in module.modules():
             watch(m)
         roots.append((GlobalSource(global_name), weakref.ref(module)))
     if data["version"] is not None:
         _replace_suffix(replace, data["version"], data["version"]["value"],
-                        _nn_module().STRUCTURE_VERSION.value)
+                        _module_structure().STRUCTURE_VERSION.value)
     return roots
 
 
@@ -565,10 +565,10 @@ def _renumber(structures: list[dict[str, Any]],
     limit counts by)."""
     roots = []
     for item in structures:
-        sid = _nn_module().structure_id_of_key(_decode(item["key"]))
+        sid = _module_structure().structure_id_of_key(_decode(item["key"]))
         _replace_suffix(replace, item, item["sid"], sid)
         if item["local"] is not None:
-            roots.append((LocalSource(item["local"]), _nn_module().structure_id, sid))
+            roots.append((LocalSource(item["local"]), _module_structure().structure_id, sid))
     if not replace:
         return (lambda text: text), roots
     # One pass, whole checks only (``== 3`` is not a prefix of ``== 30``).

@@ -159,8 +159,10 @@ def check(case: Callable[[Compile], Any], theirs: dict[str, Any]) -> dict[str, A
     """graphlift sees what eager sees, in torch.compile's graph count (``theirs``, the recorded
     figures), with the operators torch.compile's backend received."""
     ours = graphlift_run(case)
+    # Eager's values are the bar. torch.compile's recorded ones are not compared: they come from
+    # the machine that recorded them, and its kernels' last bits (a LayerNorm of near-constant
+    # rows amplifies them to 1e-4 in stack_of_blocks' gradients) depend on the CPU.
     assert close(ours["seen"], eager(case)), (ours["seen"], eager(case))
-    assert close(ours["seen"], theirs["seen"])
     assert ours["graphs"] == theirs["graphs"]
     assert ours["operators"] == theirs["operators"]
     return ours

@@ -108,8 +108,19 @@ def inference(compile):
     return compile(f)(inputs())
 
 
+def same_tensor_twice(compile):
+    # One tensor passed as two arguments: one operand of the operator (fuzzer version 5, seeds
+    # 500013 and nine more: "a body proxy reached a graph").
+    block = Block()
+
+    def f(x):
+        return checkpoint(lambda a, b: block(a) * b, x, x, use_reentrant=False).sum()
+
+    return train(compile(f), block)
+
+
 CASES = [closure_non_reentrant, module_with_arguments, reentrant, stack_of_blocks,
-         keyword_arguments, inference]
+         keyword_arguments, inference, same_tensor_twice]
 for _case in CASES:
     register(PREFIX, _case)
 

@@ -14,8 +14,8 @@ from reference import measure, recorded
 from torch import nn
 
 import graphlift
+from graphlift.module_structure import STRUCTURE_VERSION
 from graphlift.testing import CompileCounter
-from graphlift.variables.nn_module import STRUCTURE_VERSION
 
 
 def same(a, b, atol=1e-6):

@@ -98,7 +98,7 @@ MODULE_CHILD = """
 import json, sys
 import torch
 import graphlift
-from graphlift.variables import nn_module
+from graphlift import module_structure
 class Block(torch.nn.Module):
     def __init__(self, dim):
         super().__init__()
@@ -115,14 +115,16 @@ class Stack(torch.nn.Module):
             x = block(x)
         return x
 for width in range(int(sys.argv[1])):  # other structures numbered first: other ids
-    nn_module.structure_id(torch.nn.Linear(width + 7, 1))
+    module_structure.structure_id(torch.nn.Linear(width + 7, 1))
 torch.manual_seed(0)
 model, x = Stack(5, 3).eval(), torch.randn(2, 5)
 out = graphlift.compile(model)(x)
 assert torch.equal(out, model(x))
 stats = graphlift.stats(Stack.forward)
 print(json.dumps({"compiles": stats.compiles, "loaded": stats.loaded,
-                  "dynamo": "torch._dynamo" in sys.modules}))
+                  "dynamo": "torch._dynamo" in sys.modules,
+                  "trackers": "graphlift.variables" in sys.modules,
+                  "sympy": "sympy" in sys.modules}))
 """
 
 
@@ -134,8 +136,10 @@ def test_a_second_process_runs_a_saved_module_entry(tmp_path):
                               env=env, capture_output=True, text=True, timeout=300, check=True)
         return json.loads(done.stdout.splitlines()[-1])
 
-    assert run(0) == {"compiles": 1, "loaded": 0, "dynamo": True}
-    assert run(4) == {"compiles": 0, "loaded": 1, "dynamo": False}
+    assert run(0) == {"compiles": 1, "loaded": 0, "dynamo": True, "trackers": True, "sympy": True}
+    # The structure-id guard runs without the variable trackers (graphlift.module_structure).
+    assert run(4) == {"compiles": 0, "loaded": 1, "dynamo": False, "trackers": False,
+                      "sympy": False}
 
 
 CALLABLE_CHILD = """
@@ -466,13 +470,14 @@ def guard_logs(caplog):
 
 
 def test_a_module_pinned_as_a_global_is_saved_by_its_name(cache, monkeypatch):
-    from graphlift.variables import nn_module
+    from graphlift import module_structure
 
     compiled = graphlift.compile(apply_pinned)
     x = torch.randn(4, 3)
     call(compiled, apply_pinned, x)
     graphlift.reset()
-    monkeypatch.setattr(nn_module.STRUCTURE_VERSION, "value", 1000)  # another process's count
+    # another process's count:
+    monkeypatch.setattr(module_structure.STRUCTURE_VERSION, "value", 1000)
     call(compiled, apply_pinned, x)
     assert counts(apply_pinned) == (0, 1, 0)
     assert "nn_module_structure_version == 1000" in graphlift.cache_entries(apply_pinned)[0].guards
@@ -560,14 +565,14 @@ class Block(torch.nn.Module):
 def new_numbering(monkeypatch):
     """Stand in for a new process's structure ids: empty tables, and a call that numbers
     ``n`` other structures first (so the loaded key gets another int than the saved one)."""
-    from graphlift.variables import nn_module
+    from graphlift import module_structure
 
     def renumber(n):
         for name, empty in (("_structure_ids", {}), ("_structure_keys", []),
                             ("_structure_memo", {})):
-            monkeypatch.setattr(nn_module, name, empty)
+            monkeypatch.setattr(module_structure, name, empty)
         for width in range(n):
-            nn_module.structure_id(torch.nn.Linear(width + 7, 1))
+            module_structure.structure_id(torch.nn.Linear(width + 7, 1))
     return renumber
 
 

@@ -4,29 +4,15 @@ from __future__ import annotations
 
 import enum
 import operator
-import types
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from graphlift.constants import is_constant_value
 from graphlift.exc import Unsupported
 from graphlift.rebuild import Codegen
 from graphlift.variables.base import Translator, VariableTracker, raise_real
-
-# Immutable values that may be folded and baked into generated code.
-CONSTANT_TYPES: tuple[type, ...] = (
-    type(None), bool, int, float, complex, str, bytes, type(Ellipsis), type(NotImplemented),
-    torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size, slice, range,
-    types.GenericAlias,  # list[Tensor], as typing.cast's first argument (torch.optim)
-)
-
-
-def is_constant_value(value: Any) -> bool:
-    """True for constants, and tuples/frozensets made only of constants."""
-    if isinstance(value, (tuple, frozenset)) and type(value) in (tuple, frozenset, torch.Size):
-        return all(is_constant_value(v) for v in value)
-    return type(value) in CONSTANT_TYPES
 
 
 class ConstantVariable(VariableTracker):

@@ -548,7 +548,10 @@ def call_checkpoint(tx: Translator, args: list[VariableTracker],
     if kwargs and reentrant is not False:
         raise Unsupported(f"{op}: keyword arguments for the function need use_reentrant=False",
                           break_type="user_exception")
-    tensors = [a for a in [*call_args, *kwargs.values()] if isinstance(a, TensorVariable)]
+    # One operand per tensor, however often it is passed (``checkpoint(fn, x, x)``): the body
+    # gets one proxy for it, so the operator passes it once.
+    tensors = list({id(a): a for a in [*call_args, *kwargs.values()]
+                    if isinstance(a, TensorVariable)}.values())
     if any(not isinstance(a, (TensorVariable, ConstantVariable))
            for a in [*call_args, *kwargs.values()]):
         raise Unsupported(f"{op}: only tensor and constant arguments are modelled",

@@ -40,7 +40,6 @@ from graphlift.exc import Unsupported
 from graphlift.output_graph import storage_ref
 from graphlift.rebuild import Codegen
 from graphlift.sources import NumpyTensorSource, Source
-from graphlift.variables import numpy_order
 from graphlift.variables.base import Translator, VariableTracker, raise_real
 from graphlift.variables.constant import CONTAINER_WRAPPERS, ConstantVariable
 from graphlift.variables.containers import (
@@ -49,6 +48,7 @@ from graphlift.variables.containers import (
     ListVariable,
     TupleVariable,
 )
+from graphlift.variables.numpy_order import FLOATING_KINDS, is_literal, mark, ordered_name
 from graphlift.variables.symbolic import SliceVariable, concrete, specialize
 from graphlift.variables.tensor import (
     ARRAY_METHODS,
@@ -276,7 +276,7 @@ class NumpyMethodVariable(VariableTracker):
                               break_type="data_dependent")
         return call_numpy(tx, self.name, self.name, [self.array, *args], kwargs,
                           scalar=self.name not in ARRAY_RESULTS,
-                          ordered=numpy_order.ordered_name(self.name, "method"))
+                          ordered=ordered_name(self.name, "method"))
 
 
     def _write(self, tx, args, kwargs) -> VariableTracker:
@@ -326,7 +326,7 @@ class NumpyFunctionVariable(VariableTracker):
             raise Unsupported(f"numpy.fft.{name} of single precision (NumPy keeps it, "
                               "torch._numpy computes in double) or of a value that is no array")
         return call_numpy(tx, self.target, name, args, kwargs, scalar=name not in ARRAY_RESULTS,
-                          ordered=numpy_order.ordered_name(self.fn, "function"))
+                          ordered=ordered_name(self.fn, "function"))
 
     def reconstruct(self, codegen: Codegen) -> str:
         return codegen.source_expr(self.source) if self.source else codegen.constant(self.fn)
@@ -381,7 +381,7 @@ def _floating_call(args: list[VariableTracker], kwargs: dict[str, VariableTracke
     if "out" in kwargs:
         return False
     return "dtype" in kwargs or any(
-        isinstance(a, NumpyArrayVariable) and a.dtype.kind in numpy_order.FLOATING_KINDS
+        isinstance(a, NumpyArrayVariable) and a.dtype.kind in FLOATING_KINDS
         for a in [*args, *kwargs.values()])
 
 
@@ -397,7 +397,7 @@ def _ordered_call(tx: Translator, name: str, args: list[VariableTracker],
     def literal(value: VariableTracker) -> Any:
         if isinstance(value, TensorVariable):
             tensors.append(value)
-            return numpy_order.mark(len(tensors) - 1)
+            return mark(len(tensors) - 1)
         if type(value) is TupleVariable or isinstance(value, BaseListVariable):
             items = [literal(v) for v in value.items]
             return tuple(items) if type(value) is TupleVariable else items
@@ -409,7 +409,7 @@ def _ordered_call(tx: Translator, name: str, args: list[VariableTracker],
         options = repr(([literal(a) for a in args], {k: literal(v) for k, v in kwargs.items()}))
     except _NotLiteral:
         return None
-    if not numpy_order.is_literal(options):
+    if not is_literal(options):
         return None
     return call_torch(tx, "call_function", torch.ops.graphlift.numpy_ordered.default,
                       [ConstantVariable(name), ListVariable(tensors), ConstantVariable(options)],
@@ -470,7 +470,7 @@ def numpy_operator(tx: Translator, op: Any, values: list[VariableTracker]) -> \
         parts = index if isinstance(index, tuple) else (index,)
         scalar = not any(p is Ellipsis or p is None for p in parts)
     return call_numpy(tx, op, op.__name__, values, {}, scalar=scalar,
-                      ordered=numpy_order.ordered_name(op, "operator"))
+                      ordered=ordered_name(op, "operator"))
 
 
 def _in_place(tx: Translator, op: Any, values: list[VariableTracker]) -> \

@@ -42,12 +42,13 @@ from torch._higher_order_ops.invoke_subgraph import invoke_subgraph
 from graphlift.config import config
 from graphlift.ddp_optimizer import active_ddp_module
 from graphlift.guards import Guard, GuardKind, _lambda
+from graphlift.module_structure import structure_id
 from graphlift.output_graph import STATE_SWITCHES, GraphInput
 from graphlift.sources import FN_NAME, GLOBALS_NAME, Source
 from graphlift.variables.base import Translator, VariableTracker
 from graphlift.variables.constant import ConstantVariable
 from graphlift.variables.containers import TupleVariable
-from graphlift.variables.nn_module import NNModuleVariable, structure_id
+from graphlift.variables.nn_module import NNModuleVariable
 from graphlift.variables.tensor import TensorVariable
 
 REGION_ATTR = "__graphlift_region__"

@@ -1,9 +1,9 @@
 """Structural comparison of what eager and compiled runs left behind.
 
 ``differences(eager, compiled)`` walks two values side by side and returns the paths where they
-differ. Tensors must have the same type, dtype, shape and ``requires_grad``, and equal values
-(``torch.equal``, else ``allclose`` at rtol 1e-5 / atol 1e-6 with NaNs equal), and the same
-Python attributes (``t.tag = 3``); a tensor subclass's type is compared like any other;
+differ. Tensors (and ndarrays) must have the same type, dtype, shape and ``requires_grad``, and
+equal values (``torch.equal``, else ``allclose`` at rtol 1e-5 / atol 1e-6 with NaNs equal), and
+the same Python attributes (``t.tag = 3``); a tensor subclass's type is compared like any other;
 containers are compared item by item; modules by their parameters, buffers, submodules, hooks
 and public attributes; instances of the program's own classes (each run has its own copy of
 the class) by class name and attributes.
@@ -16,6 +16,7 @@ import math
 import types
 from typing import Any
 
+import numpy as np
 import torch
 
 RTOL, ATOL = 1e-5, 1e-6
@@ -57,6 +58,10 @@ def _walk(e: Any, c: Any, path: str, found: list[str], limit: int, seen: set) ->
             return
         for k in e:
             _walk(e[k], c[k], f"{path}[{k!r}]", found, limit, seen)
+    elif isinstance(e, np.ndarray):  # an ndarray argument, after the call
+        problem = tensor_difference(torch.from_numpy(e), torch.from_numpy(c))
+        if problem:
+            found.append(f"{path} (ndarray): {problem}")
     elif isinstance(e, (set, frozenset)):
         if e != c:
             found.append(f"{path}: {c!r} compiled, {e!r} eager")

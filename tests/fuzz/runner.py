@@ -28,6 +28,11 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from unittest import mock
+
+import torch
+import torch._higher_order_ops.utils as hop_utils
+import torch.utils._pytree as pytree
 
 import graphlift
 from graphlift import cache
@@ -111,6 +116,39 @@ def quiet_torch_logs() -> Iterator[None]:
         logger.setLevel(level)
 
 
+def _python_meaning(wrapper, args: tuple, kwargs: dict | None = None):
+    """What torch's eager ``torch.cond`` / ``while_loop`` compute, without the torch.compile
+    call they make to compute it (the fuzzer never runs torch.compile in its process). As the
+    operators' outputs, none is one of their inputs (a loop that runs no step gives copies),
+    and a ``cond`` output requires grad where either branch's does: the operator runs both
+    branches' autograd (``torch.where`` picks the taken branch's values exactly; the bodies the
+    generator writes have no side effects)."""
+    if wrapper.__name__ == "_cond_op_wrapper":
+        pred, true_fn, false_fn, operands = args
+        taken = pred.reshape(())
+        out = pytree.tree_map(lambda a, b: torch.where(taken, a, b), true_fn(*operands),
+                              false_fn(*operands))
+        inputs = operands
+    elif wrapper.__name__ == "_while_loop_op_wrapper":
+        cond_fn, body_fn, carried, additional = args
+        inputs = (*carried, *additional)
+        while cond_fn(*carried, *additional):
+            carried = tuple(body_fn(*carried, *additional))
+        out = carried
+    else:
+        raise NotImplementedError(f"no Python meaning for {wrapper.__name__} in the fuzzer")
+    given = {id(t) for t in pytree.tree_leaves(inputs) if isinstance(t, torch.Tensor)}
+    return pytree.tree_map_only(torch.Tensor, lambda t: t.clone() if id(t) in given else t, out)
+
+
+@contextlib.contextmanager
+def eager_hops() -> Iterator[None]:
+    """torch's higher-order operators run eagerly (in eager runs and in frames graphlift runs
+    eagerly) by their Python meaning: eagerly, torch compiles each call with torch.compile."""
+    with mock.patch.object(hop_utils, "_hop_compile_and_call", _python_meaning):
+        yield
+
+
 def filename(program: Program, side: str) -> str:
     return f"/fuzz/prog_{program.seed}_{side}.py"
 
@@ -178,7 +216,7 @@ def _run_once(program: Program, timeout: float) -> RunResult:
     graphlift.reset()
     result = RunResult(None, 0.0)
     try:
-        with warnings.catch_warnings(), quiet_torch_logs():
+        with warnings.catch_warnings(), quiet_torch_logs(), eager_hops():
             warnings.simplefilter("ignore")
             _run_calls(program, result, timeout)
     finally:

@@ -2,14 +2,16 @@
 
 import ast
 
+import numpy as np
 import pytest
 import torch
+from torch._higher_order_ops import while_loop
 
 import graphlift
 
 from . import minimizer
 from .compare import differences
-from .runner import Difference, Outcome, build_args, compare, load, run_program, unload
+from .runner import Difference, Outcome, build_args, compare, eager_hops, load, run_program, unload
 from .versions import generate
 
 
@@ -152,3 +154,30 @@ def test_minimizer_skips_edits_that_ast_cannot_unparse():
         assert made is None
     else:  # a CPython whose unparse accepts it: the candidate is kept
         assert made is not None
+
+
+def test_eager_cond_and_while_loop_have_their_python_meaning_without_torch_compile(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("torch.compile was called")
+
+    monkeypatch.setattr(torch, "compile", refuse)
+    x = torch.tensor([1.0, -2.0])
+    with pytest.raises(AssertionError, match="torch.compile was called"):
+        torch.cond(x.sum() > 0, lambda a: a + 1, lambda a: a - 1, (x,))  # torch's own eager cond
+    with eager_hops():
+        assert torch.cond(x.sum() > 0, lambda a: a + 1, lambda a: a - 1, (x,)).tolist() == \
+            [0.0, -3.0]
+        i, a = while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * 2), (torch.tensor(0), x))
+        assert int(i) == 3 and a.tolist() == [8.0, -16.0]
+        w = torch.ones(2, requires_grad=True)
+        picked = torch.cond(x.sum() < 0, lambda a: a * 2, lambda a: a * w, (x,))
+        assert picked.tolist() == [2.0, -4.0] and picked.requires_grad, "as the operator"
+        _, same = while_loop(lambda i, a: i < 0, lambda i, a: (i + 1, a), (torch.tensor(0), x))
+        assert same is not x and same.tolist() == x.tolist(), "no step: a copy, as the operator"
+
+
+def test_ndarray_arguments_are_compared_by_value():
+    a = np.ones((2, 3), dtype=np.float32)
+    assert not differences((a,), (a.copy(),))
+    assert differences((a,), (a * 2,))
+    assert differences((a,), (a.astype(np.float64),))

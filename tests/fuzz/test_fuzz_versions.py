@@ -11,7 +11,17 @@ import torch
 from .compare import differences
 from .generator import Program
 from .generator_v4 import BuilderV4
-from .runner import Outcome, ambient_mode, build_args, compare, invoke, load, run_program, unload
+from .runner import (
+    Outcome,
+    ambient_mode,
+    build_args,
+    compare,
+    eager_hops,
+    invoke,
+    load,
+    run_program,
+    unload,
+)
 from .versions import BUILDERS, LATEST, generate
 
 # sha256 (first 16 hex digits) of version 1 programs as they were before versions existed:
@@ -30,6 +40,9 @@ VERSION_3_PROGRAMS = {0: "f4c951f4e953adb6", 89: "bb8756bd792fec88", 221: "b6fd8
                       299: "8d9ebab429979596"}
 VERSION_4_PROGRAMS = {0: "310bfd5c5d3c6eaa", 5: "96374d279b40cb4e", 38: "ba50caf35fb04bef",
                       199: "6f254d5506b21d1d"}
+# Version 5 programs as its first campaign (seeds 500000-500599) ran them.
+VERSION_5_PROGRAMS = {0: "0130c37fac923a01", 26: "23bde3f047035c98", 2081: "fa5104a8bbaba968",
+                      500000: "6ea72c20df1079e4", 500599: "315fd6c31ddb5184"}
 
 # Text that shows each construct of version 2 in a program (docs/fuzzing.md lists them).
 VERSION_2_MARKERS = {
@@ -69,6 +82,35 @@ VERSION_4_MARKERS = {
     "generator send": (".send(",), "autocast": ("torch.autocast(",),
 }
 
+# Text that shows each construct version 5 adds (docs/fuzzing.md lists them).
+VERSION_5_MARKERS = {
+    "a custom operator with a fake kernel and autograd": ("scale_op(", "register_autograd("),
+    "a custom operator that mutates its argument": ("bump_op(", "OPS.bump.default("),
+    "an operator through its packet and .default": ("OPS.scale(", "OPS.scale.default(",
+                                                    "OPS.pair.default("),
+    "gradients through a custom operator": ("torch.autograd.grad(scale_op(",),
+    "nn.MultiheadAttention": ("nn.MultiheadAttention(",),
+    "an attention mask": ("attn_mask=",), "a key padding mask": ("key_padding_mask=",),
+    "nn.TransformerEncoderLayer": ("nn.TransformerEncoderLayer(",),
+    "nn.LSTM": ("nn.LSTM(",), "nn.GRU": ("nn.GRU(",),
+    "a module in eval mode": (".eval()",),
+    "cond with a tensor predicate": (".sum() > 0, lambda a:", ".sum() > 0, then_fn"),
+    "cond with nested functions": ("def then_fn(a, b):",),
+    "cond closing over a frame's tensor": tuple(f"lambda a: {body} {name}"
+                                                for name in ("x", "h", "out")
+                                                for body in ("a.sin() *", "a.cos() +")),
+    "while_loop, counted": ("lambda i, a: i < ",),
+    "while_loop on data": ("(i < 6) & (a.abs().sum()",),
+    "checkpoint": ("torch.utils.checkpoint.checkpoint(",),
+    "checkpoint's backward": ("torch.autograd.grad(torch.utils.checkpoint.checkpoint(",),
+    "np.sum, np.mean, np.cumsum": ("np.sum(", "np.mean(", "np.cumsum("),
+    "@ of arrays": (".T @ ",), "an ndarray argument": (".numpy(),)", ").numpy(), "),
+    "torch._check": ("torch._check(",), "torch._check_is_size": ("torch._check_is_size(",),
+    "size marks by the caller": ("maybe_mark_dynamic(args[0]", "mark_static(args[0]"),
+    "allow_in_graph helpers": ("opaque_mix(", "opaque_norm("),
+    "disabled helpers": ("eager_log(", "eager_shape("),
+}
+
 # Exceptions eager may raise in version 2 programs: the ones the programs mean to raise (an
 # escape, a chained exception, iteration over a changing dict or set, a missing key or
 # index). A NameError, an AttributeError or a TypeError of another kind is a generator bug.
@@ -86,13 +128,14 @@ def program_hash(program: Program) -> str:
 
 def test_old_seeds_keep_their_programs():
     for version, pinned in ((1, VERSION_1_PROGRAMS), (2, VERSION_2_PROGRAMS),
-                            (3, VERSION_3_PROGRAMS), (4, VERSION_4_PROGRAMS)):
+                            (3, VERSION_3_PROGRAMS), (4, VERSION_4_PROGRAMS),
+                            (5, VERSION_5_PROGRAMS)):
         for seed, digest in pinned.items():
             assert program_hash(generate(seed, version)) == digest, (version, seed)
 
 
 def test_every_version_is_seeded_and_knows_its_number():
-    assert LATEST == max(BUILDERS) == 4
+    assert LATEST == max(BUILDERS) == 5
     for version in BUILDERS:
         assert generate(5, version) == generate(5, version)
         assert generate(5, version).version == version
@@ -137,7 +180,27 @@ def test_version_4_enters_a_mode_around_calls_of_equal_arguments_differently():
         assert program.variants[0].startswith("G_OPS.clear()"), "equal state before each call"
 
 
-@pytest.mark.parametrize("version", [2, 4])
+def test_version_5_writes_every_construct():
+    programs = [generate(seed, 5) for seed in range(200)]
+    sources = "\n".join(p.source + "\n".join(p.variants) for p in programs)
+    missing = [what for what, markers in VERSION_5_MARKERS.items()
+               if not any(marker in sources for marker in markers)]
+    assert not missing
+
+
+def test_version_5_names_its_operators_anew_at_every_load():
+    # Operator names are process-wide: a second definition under a name in use crashes torch.
+    program = generate(next(s for s in range(200) if "scale_op" in generate(s, 5).source), 5)
+    try:
+        first, second = load(program, "eager"), load(program, "eager")
+        assert first["ops_namespace"]() != second["ops_namespace"]()
+        assert first["OPS"].scale.default(torch.ones(2), 2.0).tolist() == \
+            second["scale_op"](torch.ones(2), 2.0).tolist()
+    finally:
+        unload(program)
+
+
+@pytest.mark.parametrize("version", [2, 4, 5])
 def test_programs_raise_only_what_they_mean_to(version):
     for seed in range(60):
         program = generate(seed, version)
@@ -146,7 +209,7 @@ def test_programs_raise_only_what_they_mean_to(version):
             for variant in program.calls:
                 args, kwargs = build_args(program, variant, namespace)
                 try:
-                    with contextlib.redirect_stdout(io.StringIO()), \
+                    with contextlib.redirect_stdout(io.StringIO()), eager_hops(), \
                             ambient_mode(program, variant, namespace):
                         namespace[program.entry](*args, **kwargs)
                 except Exception as error:  # noqa: PERF203 - the error is what is checked

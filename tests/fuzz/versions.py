@@ -11,8 +11,10 @@ from __future__ import annotations
 from .generator import Program, _Builder
 from .generator_v2 import BuilderV2, BuilderV3
 from .generator_v4 import BuilderV4
+from .generator_v5 import BuilderV5
 
-BUILDERS: dict[int, type[_Builder]] = {1: _Builder, 2: BuilderV2, 3: BuilderV3, 4: BuilderV4}
+BUILDERS: dict[int, type[_Builder]] = {1: _Builder, 2: BuilderV2, 3: BuilderV3, 4: BuilderV4,
+                                       5: BuilderV5}
 LATEST = max(BUILDERS)
 
 
