@@ -4,6 +4,7 @@ asks (the variable trackers, ``module_structure``)."""
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 import torch
@@ -12,6 +13,7 @@ import torch
 CONSTANT_TYPES: tuple[type, ...] = (
     type(None), bool, int, float, complex, str, bytes, type(Ellipsis), type(NotImplemented),
     torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size, slice, range,
+    types.GenericAlias,  # list[Tensor], as typing.cast's first argument (torch.optim)
 )
 
 

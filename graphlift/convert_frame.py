@@ -370,13 +370,22 @@ def _record_break(fn: types.FunctionType, state: ExtraState, error: Unsupported)
     report(record, fn.__qualname__)
 
 
+# Beyond this many (mutated, other) pairs, one guard checks them all (an optimizer step mutates
+# every parameter and state tensor: pairwise guards would grow with the square of their number).
+MAX_ALIAS_PAIRS = 16
+
+
 def _guard_mutated_inputs(output: OutputGraph, guards: GuardBuilder) -> None:
     """An input the graph mutates must not also be another input, or results would differ."""
-    for graph_input in output.mutated_inputs:
-        mutated = graph_input.source
+    mutated = list(dict.fromkeys(graph_input.source for graph_input in output.mutated_inputs))
+    others = [i.source for i in output.inputs if i.source not in set(mutated)]
+    if len(mutated) * (len(mutated) + len(others)) > MAX_ALIAS_PAIRS:
+        guards.none_aliased(mutated, others)
+        return
+    for source in mutated:
         for other in output.inputs:
-            if other.source != mutated:
-                guards.not_aliased(mutated, other.source)
+            if other.source != source:
+                guards.not_aliased(source, other.source)
 
 
 def _guard_mutated_objects(output: OutputGraph, guards: GuardBuilder,

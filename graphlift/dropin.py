@@ -3,9 +3,10 @@
 :func:`install` replaces ``torch.compile`` (so also ``torch.compiler.compile``, which calls it)
 and ``torch.nn.Module.compile`` with graphlift's, so the compiles that libraries make
 (transformers, accelerate, Lightning, diffusers call them themselves) go through graphlift too.
-``torch.compiler.reset()`` then also clears graphlift's caches. :func:`uninstall` puts torch's
-back. ``GRAPHLIFT_INSTALL=1`` installs when graphlift is imported, and ``python -m graphlift run
-SCRIPT`` imports it, installs, and runs the script.
+``torch.compiler.reset()`` then also clears graphlift's caches, and a compiled module is an
+instance of ``torch._dynamo.OptimizedModule`` (``eval_frame.torch_compatible``), as the libraries
+check. :func:`uninstall` puts torch's back. ``GRAPHLIFT_INSTALL=1`` installs when graphlift is
+imported, and ``python -m graphlift run SCRIPT`` imports it, installs, and runs the script.
 
 The replacement takes torch.compile's arguments and means what they mean there: the default
 backend is torch's (``"inductor"``, or what ``torch.compiler.set_default_backend`` chose),
@@ -95,6 +96,7 @@ def install() -> None:
         original = getattr(owner, attr)
         _replaced[(owner, attr)] = original
         setattr(owner, attr, replacement or _reset_too(original))
+    eval_frame.torch_classes[0] = True  # compiled modules are torch's wrapper class too
 
 
 def uninstall() -> None:
@@ -105,6 +107,7 @@ def uninstall() -> None:
     for (owner, attr), original in _replaced.items():
         setattr(owner, attr, original)
     _replaced.clear()
+    eval_frame.torch_classes[0] = False
 
 
 def installed() -> bool:

@@ -225,9 +225,8 @@ def _frame_calling(target: Callable) -> types.FunctionType:
 
 def _compile_module(module: torch.nn.Module, options: CompileOptions) -> torch.nn.Module:
     """``compile(module)``: a wrapper module whose calls run the module compiled."""
-    if _is_ddp(module) or _is_fsdp(module):
-        return DDPOptimizedModule(module, options)
-    return OptimizedModule(module, options)
+    cls = DDPOptimizedModule if _is_ddp(module) or _is_fsdp(module) else OptimizedModule
+    return torch_compatible(cls)(module, options)
 
 
 def _is_ddp(module: torch.nn.Module) -> bool:
@@ -252,29 +251,52 @@ def _call_module(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
     return self._call_impl(*args, **kwargs)
 
 
+class CompileContext:
+    """A compiled module's ``dynamo_ctx``: compiles what it is called with, with the module's
+    options, as torch's wrapper's ``dynamo_ctx`` does (Lightning compiles a LightningModule's
+    ``forward`` and ``training_step`` with it)."""
+
+    def __init__(self, options: CompileOptions) -> None:
+        self.options = options
+
+    def __call__(self, fn: Callable) -> Callable:
+        return _compile(fn, self.options)
+
+
+# What a compiled module keeps as its own; any other attribute is read from, written to and
+# deleted on the original module, as torch's wrapper does.
+_OWN_ATTRIBUTES = frozenset({"_orig_mod", "dynamo_ctx", "forward", "__dict__"})
+_OWN_PREFIX = "_graphlift_"
+
+
 class OptimizedModule(torch.nn.Module):
-    """What ``graphlift.compile(module)`` returns, like torch.compile's wrapper of the same name.
+    """What ``graphlift.compile(module)`` returns: torch.compile's wrapper, as code sees it.
 
     Calling it runs ``module(*args, **kwargs)`` compiled: the module's ``forward`` frame is
     compiled (every submodule call in it is inlined, so the whole tree is one graph); when the
     module has forward hooks, a frame that calls the module is compiled instead, hooks and all.
-    The wrapper holds the module as ``_orig_mod`` (a submodule, so ``train()``, ``eval()``,
-    ``to()`` and ``apply()`` reach it); other attributes, ``state_dict``, ``load_state_dict``,
-    ``named_parameters`` and ``named_buffers`` (so also ``parameters()``) are the original
-    module's, without torch.compile's ``_orig_mod.`` prefix. ``graphlift.stats(wrapper)`` and
-    ``cache_entries(wrapper)`` read the cache of the forward's code object.
+    As torch's wrapper, it holds the module as the submodule ``_orig_mod``, so ``state_dict()``,
+    ``named_parameters()`` and ``named_modules()`` name everything ``_orig_mod.``-first and
+    ``load_state_dict`` takes such names; ``train()``, ``eval()``, ``to()`` and ``apply()``
+    reach the module, and ``training`` is the module's flag. Other attributes are read from,
+    set on and deleted from the module; ``len()`` is the module's; ``dynamo_ctx`` compiles with
+    the same options; pickling (``torch.save``) keeps the module and the options.
+    ``graphlift.stats(wrapper)`` and ``cache_entries(wrapper)`` read the cache of the forward's
+    code object. :func:`torch_compatible` makes it a ``torch._dynamo.OptimizedModule`` too.
     """
 
     def __init__(self, module: torch.nn.Module, options: CompileOptions) -> None:
-        super().__init__()
-        self._orig_mod = module
-        forward = module.forward
-        hooked = compiled_wrapper(_call_module, options)
-        plain = isinstance(forward, types.MethodType) and forward.__self__ is module and \
-            isinstance(forward.__func__, types.FunctionType)
+        # nn.Module's, named: in torch_compatible's class, torch's wrapper comes next in the MRO.
+        torch.nn.Module.__init__(self)
         # Read on every call, from the instance dict: no Module.__getattr__ on the hit path.
         self.__dict__["_graphlift_module"] = module
-        self.__dict__["_graphlift_hooked"] = hooked
+        self.__dict__["_graphlift_options"] = options
+        self._orig_mod = module
+        self.dynamo_ctx = CompileContext(options)
+        forward = module.forward
+        plain = isinstance(forward, types.MethodType) and forward.__self__ is module and \
+            isinstance(forward.__func__, types.FunctionType)
+        self.__dict__["_graphlift_hooked"] = compiled_wrapper(_call_module, options)
         self.__dict__["_graphlift_forward"] = _compile(forward.__func__, options) if plain \
             else None  # a forward set on the instance: the module call is compiled instead
         # What stats() and cache_entries() read.
@@ -305,25 +327,77 @@ class OptimizedModule(torch.nn.Module):
             module.training = mode
 
     def __getattr__(self, name: str) -> Any:
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            module = self.__dict__.get("_graphlift_module")
-            if module is None:
-                raise
-            return getattr(module, name)
+        if name == "_orig_mod":
+            return self._modules["_orig_mod"]
+        module = self.__dict__.get("_graphlift_module")
+        if module is None:  # before __init__ attached it (unpickling, copying)
+            raise AttributeError(name)
+        return getattr(module, name)
 
-    def state_dict(self, *args: Any, **kwargs: Any) -> Any:
-        return self._graphlift_module.state_dict(*args, **kwargs)
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self._keeps(name):
+            torch.nn.Module.__setattr__(self, name, value)
+        else:
+            setattr(self._graphlift_module, name, value)
 
-    def load_state_dict(self, *args: Any, **kwargs: Any) -> Any:
-        return self._graphlift_module.load_state_dict(*args, **kwargs)
+    def __delattr__(self, name: str) -> None:
+        if self._keeps(name):
+            torch.nn.Module.__delattr__(self, name)
+        else:
+            delattr(self._graphlift_module, name)
 
-    def named_parameters(self, *args: Any, **kwargs: Any) -> Any:
-        return self._graphlift_module.named_parameters(*args, **kwargs)
+    @classmethod
+    def _keeps(cls, name: str) -> bool:
+        """Whether attribute ``name`` is the wrapper's own (else the module's)."""
+        return name in _OWN_ATTRIBUTES or name.startswith(_OWN_PREFIX) or hasattr(cls, name)
 
-    def named_buffers(self, *args: Any, **kwargs: Any) -> Any:
-        return self._graphlift_module.named_buffers(*args, **kwargs)
+    def __len__(self) -> int:
+        module = self._graphlift_module
+        if not hasattr(type(module), "__len__"):
+            raise TypeError(f"{type(module).__name__} does not support len()")
+        return len(module)
+
+    def __dir__(self) -> list[str]:
+        own = self._graphlift_module.__dir__()
+        return own + [name for name in torch.nn.Module.__dir__(self) if name not in own]
+
+    def __reduce__(self) -> tuple[Callable, tuple]:
+        options = self._graphlift_options
+        return (_unpickle_module, (self._orig_mod, options.backend, options.fullgraph,
+                                   options.dynamic, options.recompile_limit))
+
+
+def _unpickle_module(module: torch.nn.Module, backend: str | Callable, fullgraph: bool,
+                     dynamic: bool | None, recompile_limit: int | None) -> torch.nn.Module:
+    """A pickled compiled module, compiled again with its options (entries are not kept)."""
+    return _compile_module(module, compile_options(backend, fullgraph, dynamic, recompile_limit))
+
+
+# Set by the drop-in switch: compiled modules are torch's class too, even before anything has
+# imported torch._dynamo (code written for torch.compile checks for its wrapper's class).
+torch_classes = [False]
+_compatible_classes: dict[type, type] = {}
+
+
+def torch_compatible(cls: type) -> type:
+    """``cls``, or where code may check for torch's wrapper class (``torch._dynamo`` imported,
+    or the drop-in switch on), a subclass of ``cls`` and of ``torch._dynamo.OptimizedModule``,
+    of the same name: ``isinstance(m, torch._dynamo.OptimizedModule)`` then holds.
+
+    ``cls``'s methods come first; the call is ``nn.Module``'s, as ``cls``'s is. Importing
+    ``torch._dynamo`` takes most of a second, so it is imported here only for the drop-in
+    switch: code that checks for torch's class has imported it already.
+    """
+    if not torch_classes[0] and "torch._dynamo.eval_frame" not in sys.modules:
+        return cls
+    made = _compatible_classes.get(cls)
+    if made is None:
+        from torch._dynamo.eval_frame import OptimizedModule as TorchOptimizedModule
+
+        made = _compatible_classes[cls] = type(cls.__name__, (cls, TorchOptimizedModule), {
+            "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+            "__doc__": cls.__doc__, "__call__": torch.nn.Module.__call__})
+    return made
 
 
 class DDPOptimizedModule(OptimizedModule):

@@ -364,6 +364,20 @@ class GuardBuilder:
         self._add(Guard(GuardKind.NOT_ALIASED, f"{source.name()} is not {other.name()}", check))
         self._fast.append(check)
 
+    def none_aliased(self, mutated: list[Source], others: list[Source]) -> None:
+        """:meth:`not_aliased` for every pair of a mutated input and another input, as one
+        guard: the mutated inputs are distinct objects, and none of them is one of the others."""
+        if not self._once((GuardKind.NOT_ALIASED, tuple(mutated), tuple(others))):
+            return
+        listed = ", ".join(self.expr(source) for source in mutated)
+        rest = ", ".join(self.expr(source) for source in others)
+        check = (f"(lambda ids: len(ids) == {len(mutated)} and ids.isdisjoint(map(id, "
+                 f"({rest}{',' if others else ''})))) (set(map(id, ({listed},))))")
+        self._add(Guard(GuardKind.NOT_ALIASED, f"{len(mutated)} mutated inputs from "
+                        f"{mutated[0].name()} on are distinct objects, none of them one of the "
+                        f"other {len(others)} inputs", check))
+        self._fast.append(check)
+
     def same_globals(self, source: Source) -> None:
         """The value is the frame's own globals dict (a parameter: no reference is kept)."""
         if not self._once((GuardKind.ID_MATCH, source)):

@@ -38,6 +38,7 @@ before; see the table in docs/design.md, "The side-effect ledger").
 
 from __future__ import annotations
 
+import collections
 import copy
 import types
 from dataclasses import dataclass, field
@@ -349,6 +350,8 @@ def _container_writes(container: Container, codegen: Codegen) -> list[str]:
     value = codegen.hoist(container.reconstruct_literal(codegen))
     # Through the builtin's own methods: a subclass's overrides never run here.
     kind = container.python_type()
+    if kind is collections.defaultdict:
+        kind = dict  # its items are a dict's, written by dict's methods (no __missing__ runs)
     if kind in (dict, set):
         return [f"{kind.__name__}.clear({target})", f"{kind.__name__}.update({target}, {value})"]
     return [f"list.__setitem__({target}, slice(None), {value})"]

@@ -35,6 +35,8 @@ class SourceKind(enum.Enum):
     NUMPY_TENSOR = "numpy_tensor"  # an ndarray of another source, as the tensor over its memory
     ENVIRON = "environ"  # an environment variable's value, os.environ.get(name) (None if unset)
     DICT_VALUE = "dict_value"  # the value at a position of a dict (hook tables keyed by handle ids)
+    DICT_KEY = "dict_key"  # the key at a position of a dict (an optimizer's state, by parameter)
+    KEYED_ITEM = "keyed_item"  # a dict's value at a key read from another source (a parameter)
 
 
 @dataclass(frozen=True)
@@ -259,6 +261,51 @@ class DictValueSource(Source):
 
     def render(self, bind: Callable[[Any], str]) -> str:
         return f"list(dict.values({self.base.render(bind)}))[{self.position}]"
+
+    def root(self) -> Source:
+        return self.base.root()
+
+
+@dataclass(frozen=True)
+class DictKeySource(Source):
+    """The key at ``position`` in a dict's order: a dict keyed by objects (an optimizer's state,
+    keyed by its parameters) is read key by key, each key's value by :class:`DictValueSource`."""
+
+    base: Source
+    position: int
+    kind = SourceKind.DICT_KEY
+
+    def name(self) -> str:
+        return f"list({self.base.name()}.keys())[{self.position}]"
+
+    def expr(self) -> str:
+        return f"list(dict.keys({self.base.expr()}))[{self.position}]"
+
+    def render(self, bind: Callable[[Any], str]) -> str:
+        return f"list(dict.keys({self.base.render(bind)}))[{self.position}]"
+
+    def root(self) -> Source:
+        return self.base.root()
+
+
+@dataclass(frozen=True)
+class KeyedItemSource(Source):
+    """A dict's value at the key that ``key`` reads (an optimizer's state entry of a parameter
+    read from its ``param_groups``), through ``dict.__getitem__``: one lookup, where
+    :class:`DictValueSource` walks the dict to a position."""
+
+    base: Source
+    key: Source
+    kind = SourceKind.KEYED_ITEM
+
+    def name(self) -> str:
+        return f"{self.base.name()}[{self.key.name()}]"
+
+    def expr(self) -> str:
+        return f"dict.__getitem__({self.base.expr()}, {self.key.expr()})"
+
+    def render(self, bind: Callable[[Any], str]) -> str:
+        return f"dict.__getitem__({self.base.render(bind)}, {self.key.render(bind)})"
 
     def root(self) -> Source:
         return self.base.root()

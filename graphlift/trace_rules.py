@@ -50,7 +50,7 @@ from torch._library.custom_ops import CustomOpDef
 from graphlift.config import config
 from graphlift.exc import Unsupported
 from graphlift.graph_break import graph_break
-from graphlift.polyfills import CONSTANT_FOLDABLE, call_original, compiler, polyfill_for
+from graphlift.polyfills import CONSTANT_FOLDABLE, call_original, compiler, optim, polyfill_for
 
 # -- what the variables layer models (read by the rules below) ------------------------------
 # Builtins that may be called for real when every argument is a constant.
@@ -235,6 +235,10 @@ TORCH_FORBIDDEN = Rule("torch_forbidden", Kind.SKIP,
                        "torch.compile forbids it in a compiled region (set_stance, mark_dynamic); "
                        "it runs eagerly at a graph break",
                        "call it before calling the compiled function")
+OPTIMIZER_GRAD_MODE = Rule("optimizer_grad_mode", Kind.POLYFILL,
+                           "torch.optim's grad-mode wrapper of a step: the step under its grad "
+                           "mode, without the wrapper's two graph breaks (around them torch."
+                           "compile's graphs are empty)")
 POLYFILLED = Rule("polyfill", Kind.POLYFILL,
                   "a C function with a pure-Python stand-in in graphlift.polyfills")
 POLYFILL_DECLINED = Rule("polyfill_declined", Kind.SKIP,
@@ -323,7 +327,8 @@ USER_CODE = Rule("user_code", Kind.INLINE, "user code is traced")
 
 # Every rule, for reports and tests (names are unique).
 RULES = (DISABLED, TORCH_DISABLED, TORCH_DISALLOWED, ALLOW_IN_GRAPH, COMPILED_FUNCTION,
-         TORCH_REGION, FORCED_BREAK, TORCH_MARKER, HIGHER_ORDER, TORCH_FORBIDDEN, POLYFILLED,
+         TORCH_REGION, FORCED_BREAK, TORCH_MARKER, HIGHER_ORDER, TORCH_FORBIDDEN,
+         OPTIMIZER_GRAD_MODE, POLYFILLED,
          POLYFILL_DECLINED, MODELLED_CLASS, IO_BUILTIN, PYTHON_BUILTIN, UNHANDLED_BUILTIN,
          BUILTIN_TYPE_METHOD, CONSTANT_CLASS_METHOD, PURE_C_FUNCTION, TORCH_GLOBAL_STATE,
          TENSOR_METHOD, TORCH_OP, CUSTOM_OP, C_METHOD, CONFIG_SKIP, CONFIG_INLINE,
@@ -337,6 +342,7 @@ TORCH_INLINE_MODULES = (
     "torch.nn.functional",  # the Python functions of F (F.relu, F.softmax); C ops are one node
     "torch.utils._contextlib",  # @torch.no_grad() / @torch.enable_grad() decorated functions
     "torch.autograd.grad_mode",  # their clone(): @torch.set_grad_enabled(False) decorators
+    "torch.optim",  # optimizers' step, _init_group and foreach/for-loop kernels
 )
 
 # Python builtins that do I/O or reach into the interpreter: always a graph break.
@@ -565,6 +571,8 @@ def _by_object(fn: Any) -> Decision | None:
     marker = _torch_marker(fn)
     if marker is not None:
         return marker
+    if getattr(fn, "__code__", None) is optim.USE_GRAD_CODE:
+        return Decision(Kind.POLYFILL, OPTIMIZER_GRAD_MODE, target=optim.use_grad_stand_in(fn))
     numpy_entry = NUMPY_FUNCTIONS.get(id(fn)) if config.trace_numpy else None
     if numpy_entry is not None and numpy_entry[0] is fn:  # before the third-party row
         return Decision(Kind.GRAPH, NUMPY_FUNCTION, target=numpy_entry[1])

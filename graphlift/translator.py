@@ -18,6 +18,7 @@ is neither handled nor refused, for the version it runs on.
 from __future__ import annotations
 
 import builtins
+import collections
 import linecache
 import operator
 import sys
@@ -54,6 +55,7 @@ from graphlift.variables.containers import (
     ListVariable,
     SetVariable,
     TupleVariable,
+    hashable_key,
     mapping_pairs,
 )
 from graphlift.variables.exceptions import ExceptionVariable, set_cause, tracker_of
@@ -160,6 +162,10 @@ class BreakState:
 
 
 _JUMP_IF_FALSE = frozenset({"POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_IF_FALSE"})
+# Types of torch's module-level tables that a program may change (hooks, torch.optim's
+# _foreach_supported_types): a trusted global of one of them is read with guards, unlike
+# torch's other globals.
+_REGISTRY_TYPES = frozenset({collections.OrderedDict, list})
 # The first instruction of a handler made of ``except`` clauses (3.11 on; 3.10).
 _EXCEPT_CLAUSES_START = frozenset({"PUSH_EXC_INFO", "COPY"})
 
@@ -626,7 +632,11 @@ class InstructionTranslator:
     def load_global(self, name: str) -> VariableTracker:
         globals_dict = self.f_globals
         if name in globals_dict and trace_rules.is_trusted_globals(globals_dict):
-            return wrap_unguarded(self, globals_dict[name])  # torch's or graphlift's: no guard
+            value = globals_dict[name]
+            if type(value) in _REGISTRY_TYPES and self.globals_source is not None:
+                # A registry the program adds to (torch.optim's global step hooks): guarded.
+                return self.builder.wrap(value, self.global_source(name))
+            return wrap_unguarded(self, value)  # torch's or graphlift's: no guard
         stored = self.output.side_effects.pending(self.global_source(name))
         if stored is not None:
             return stored
@@ -1067,7 +1077,7 @@ class InstructionTranslator:
             obj.items[key] = value.unpack(self) if isinstance(key, slice) else value
         elif isinstance(obj, DictVariable):
             obj.check_mutable(self)
-            obj.items[index.as_constant()] = value
+            obj.items[hashable_key(index)] = value
         elif isinstance(obj, (UserObjectVariable, InputInstanceDictVariable)):
             obj.setitem(self, index, value)
         else:
@@ -1085,9 +1095,10 @@ class InstructionTranslator:
             del obj.items[index.as_constant()]
         elif isinstance(obj, DictVariable):
             obj.check_mutable(self)
-            if index.as_constant() not in obj.items:
-                raise raise_real(KeyError(index.as_constant()))
-            del obj.items[index.as_constant()]
+            key = hashable_key(index)
+            if key not in obj.items:
+                raise raise_real(KeyError(key))
+            del obj.items[key]
         elif isinstance(obj, UserObjectVariable):
             obj.delitem(self, index)
         else:

@@ -404,22 +404,42 @@ register("scheduled_steps", scheduled_steps)
 register("compiled_then_eager_step", compiled_then_eager_step)
 
 
+def check_close(key: str, scenario: Callable[[Compile], Any]) -> tuple[int, dict[str, Any]]:
+    """``check`` for a compiled optimizer step: torch's kernels take another branch when
+    compiling (the step count stays a tensor), so the weights (rounded to 5 decimals) may be one
+    unit of the last decimal off, as torch.compile's are; everything else is eager's."""
+    ours, graphs = graphlift_run(scenario)
+    assert _close(ours, scenario(eager)), (ours, scenario(eager))
+    return graphs, recorded(f"correctness_state/{key}")
+
+
+def _close(a: Any, b: Any) -> bool:
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float):
+        return abs(a - b) <= 1.5e-5
+    return a == b
+
+
 def test_a_scheduler_wrapped_step_runs_once_per_call() -> None:
-    graphs, theirs = check("scheduled_steps", scheduled_steps)
-    # torch.compile traces optimizer.step into graphs of its own; graphlift runs it eagerly at
-    # a graph break (the trace rule torch_closure): the forward's graph only.
-    assert (graphs, theirs["graphs"]) == (1, 3)
+    graphs, theirs = check_close("scheduled_steps", scheduled_steps)
+    # Both trace the scheduler's wrapper and the step; graphlift's first step makes the state
+    # in its own graph (torch.compile makes it for real before tracing): one graph more.
+    assert (graphs, theirs["graphs"]) == (4, 3)
+    assert graphlift_run(scheduled_steps)[0] == theirs["seen"]  # torch.compile's very values
 
 
 def test_a_compiled_step_stores_real_state() -> None:
-    graphs, theirs = check("compiled_then_eager_step", compiled_then_eager_step)
-    assert graphs == 0  # the step runs eagerly (torch.compile compiles it)
+    graphs, theirs = check_close("compiled_then_eager_step", compiled_then_eager_step)
+    assert graphs == theirs["graphs"] == 1  # the state it stores is real: the eager step reads it
+    assert graphlift_run(compiled_then_eager_step)[0] == theirs["seen"]
 
 
 def test_torch_functions_closing_over_program_objects_are_not_graph_nodes() -> None:
     opt = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
     torch.optim.lr_scheduler.StepLR(opt, 1)
     decision = graphlift.trace_rules.lookup(opt.step)
-    assert decision.rule is graphlift.trace_rules.TORCH_CLOSURE
+    # torch.optim is traced: the scheduler's wrapper of the step too, its writes in the ledger.
+    assert decision.rule is graphlift.trace_rules.TORCH_INLINE
     autocast_helper = torch.autocast("cpu")(sin_twice)  # a torch decorator's closure: inert
     assert graphlift.trace_rules.lookup(autocast_helper).rule is graphlift.trace_rules.TORCH_PYTHON

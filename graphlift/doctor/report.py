@@ -73,6 +73,8 @@ TRIAGE_RULES: tuple[tuple[re.Pattern[str], Cause], ...] = (
     (re.compile(r"^(len|list)\("), Cause.CONTAINER),
     # "L['a'] is L['b']", "L['a'] is not L['b']"
     (re.compile(r" is (not )?[LG]\["), Cause.ALIASING),
+    # "400 mutated inputs from L['x'] on are distinct objects, ..." (one guard for many pairs)
+    (re.compile(r"^\d+ mutated inputs from "), Cause.ALIASING),
     # "L['n'] == 3", "L['flag'] is True": a Python value compared by value
     (re.compile(r" (==|is) "), Cause.SCALAR),
 )

@@ -37,6 +37,7 @@ import functools as _functools
 import heapq as _heapq
 import itertools as _itertools
 import operator as _operator
+import typing as _typing
 from collections.abc import Callable
 from typing import Any
 
@@ -49,6 +50,8 @@ from graphlift.polyfills import (
     heapq,
     itertools,
     operator,
+    optim,
+    typing,
 )
 from graphlift.polyfills.support import call_original
 
@@ -119,6 +122,10 @@ POLYFILLS: dict[Any, Callable] = {
     # copy: containers rebuilt; anything else runs the original.
     _copy.copy: copy.copy,
     _copy.deepcopy: copy.deepcopy,
+    # typing: run-time no-ops.
+    _typing.cast: typing.cast,  # its argument
+    # torch.optim: what Optimizer.step's wrappers call (see optim.py).
+    optim.record_function._graphlift_real_class: optim.record_function,  # records nothing
 }
 
 

@@ -15,6 +15,7 @@ import functools
 import gc
 import os
 import types
+import weakref
 from typing import Any
 
 import torch
@@ -26,7 +27,10 @@ from graphlift.polyfills import POLYFILLS
 from graphlift.resume import GradModeExit
 from graphlift.sources import (
     AttrSource,
+    DictKeySource,
+    DictValueSource,
     ItemSource,
+    KeyedItemSource,
     Source,
     SourceKind,
     ViewDictSource,
@@ -51,6 +55,7 @@ from graphlift.variables.containers import (
     DictViewVariable,
     ListVariable,
     SetVariable,
+    TensorKey,
     TupleVariable,
 )
 from graphlift.variables.context import ContextMethodVariable, GradModeVariable
@@ -63,6 +68,7 @@ from graphlift.variables.objects import (
     EnvironVariable,
     PythonModuleVariable,
     UserObjectVariable,
+    WeakRefVariable,
 )
 from graphlift.variables.subclasses import is_builtin_subclass_object, wrap_builtin_subclass
 from graphlift.variables.symbolic import wrap_scalar_input
@@ -95,6 +101,11 @@ class VariableBuilder:
         self._by_source[source] = tracker
         return tracker
 
+    def tracker_of(self, value: Any) -> VariableTracker | None:
+        """The tracker of the object ``value`` if the trace read it from the inputs, else None."""
+        tracker = self._mutable_by_id.get(id(value))
+        return tracker if tracker is not None and tracker.real_object is value else None
+
     def mutable_inputs(self) -> list[VariableTracker]:
         """Trackers of the lists, dicts and objects read from the inputs, one per object."""
         return list(self._mutable_by_id.values())
@@ -125,7 +136,9 @@ def _wrap_tensor(builder: VariableBuilder, value: torch.Tensor,
     else:
         guards.tensor_match(source, value, graph_input.dynamic_dims)
     graph_input.node.meta["real_type"] = type(value)
-    return TensorVariable(graph_input.node, graph_input.fake, source)
+    variable = TensorVariable(graph_input.node, graph_input.fake, source)
+    variable.input_value = value
+    return variable
 
 
 def _wrap_tensor_method(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:
@@ -227,14 +240,44 @@ def _wrap_collection(builder: VariableBuilder, value: Any, source: Source) -> Va
         guards.constant_match(AttrSource(source, "maxlen"), value.maxlen)
         items = [builder.wrap(v, ItemSource(source, i)) for i, v in enumerate(value)]
         return DequeVariable(items, source, maxlen=value.maxlen)
-    if not all(is_constant_value(k) for k in value):
+    if value and type(value) is collections.defaultdict and \
+            all(type(k) in (torch.Tensor, torch.nn.Parameter) for k in value):
+        items = _tensor_keyed_items(builder, value, source)
+    elif not all(is_constant_value(k) for k in value):
         return UserObjectVariable(value, source)
-    guards.dict_keys(source, list(value))
-    items = {k: builder.wrap(v, ItemSource(source, k)) for k, v in value.items()}
+    else:
+        guards.dict_keys(source, list(value))
+        items = {k: builder.wrap(v, ItemSource(source, k)) for k, v in value.items()}
     if type(value) is collections.OrderedDict:
         return OrderedDictVariable(items, source)
     factory = builder.wrap(value.default_factory, AttrSource(source, "default_factory"))
     return DefaultDictVariable(items, factory, source)
+
+
+def _tensor_keyed_items(builder: VariableBuilder, value: dict,
+                        source: Source) -> dict[TensorKey, VariableTracker]:
+    """The items of a dict keyed by tensors (an optimizer's state, keyed by its parameters): its
+    length is guarded; a key the trace read before (a parameter) has its value looked up by it
+    (a guard that reads the value fails where the key is missing); any other key is a tensor
+    input read at its position, and its value too."""
+    builder.tx.guards.length_check(source, len(value))
+    items = {}
+    for position, (key, item) in enumerate(value.items()):
+        existing = builder.tx.output.input_for(key)
+        if existing is not None:  # a parameter read before: its entry is looked up by it
+            tracker = builder._by_source[existing.source]
+            item_source: Source = KeyedItemSource(source, existing.source)
+        else:
+            tracker = builder.wrap(key, DictKeySource(source, position))
+            item_source = DictValueSource(source, position)
+        items[TensorKey(key, tracker)] = builder.wrap(item, item_source)
+    return items
+
+
+def _wrap_weakref(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:
+    """A weak reference: pinned by identity; calling it gives its object's tracker."""
+    builder.tx.guards.id_match(source, value)
+    return WeakRefVariable(value, source)
 
 
 def _wrap_stand_in(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:
@@ -397,6 +440,9 @@ WRAP_ROWS = (
     (is_builtin_subclass_object, wrap_builtin_subclass),
     # Before the object row: reads fold, guarded on the variable's value.
     (lambda v: v is os.environ, _wrap_environ),
+    # A weak reference (a closure cell of LRScheduler's wrapper of optimizer.step): pinned by
+    # identity, so its object is the one it had while tracing.
+    (lambda v: type(v) is weakref.ref, _wrap_weakref),
     # Last, and matches everything: any other object is a user object.
     (lambda v: True, _wrap_object),
 )
@@ -460,6 +506,11 @@ def _unguarded_environ(tx: Translator, value: Any) -> VariableTracker:
     return EnvironVariable(value)
 
 
+def _unguarded_weakref(tx: Translator, value: Any) -> VariableTracker:
+    """A weak reference: calling it gives the tracker of its object (see WeakRefVariable)."""
+    return WeakRefVariable(value)
+
+
 def _unguarded_object(tx: Translator, value: Any) -> VariableTracker:
     """Any other object, its attributes read through it."""
     return UserObjectVariable(value)
@@ -491,6 +542,8 @@ UNGUARDED_ROWS = (
     (lambda v: isinstance(v, enum.Enum), _unguarded_constant),
     # Reached through a guarded os module: each read is guarded on its own.
     (lambda v: v is os.environ, _unguarded_environ),
+    # A closure's weak reference to a program object (LRScheduler's to its optimizer).
+    (lambda v: type(v) is weakref.ref, _unguarded_weakref),
     # Last, and matches everything: any other object is a user object.
     (lambda v: True, _unguarded_object),
 )

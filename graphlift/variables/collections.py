@@ -18,7 +18,12 @@ from graphlift.rebuild import Codegen
 from graphlift.variables.base import VariableTracker, raise_real
 from graphlift.variables.builtins import BUILTIN_HANDLERS
 from graphlift.variables.constant import ConstantVariable
-from graphlift.variables.containers import DictMethodVariable, DictVariable, ListVariable
+from graphlift.variables.containers import (
+    DictMethodVariable,
+    DictVariable,
+    ListVariable,
+    hashable_key,
+)
 from graphlift.variables.functions import UserMethodVariable
 from graphlift.variables.objects import register_constructors
 
@@ -176,12 +181,18 @@ class DefaultDictVariable(OrderedDictVariable):
         return super().var_getattr(tx, name)
 
     def getitem(self, tx, index: VariableTracker) -> VariableTracker:
-        if index.as_constant() in self.items:
-            return self.items[index.as_constant()]
+        key = hashable_key(index)
+        if key in self.items:
+            return self.items[key]
         return method_of(tx, self, collections.defaultdict, "__missing__").call(tx, [index], {})
 
     def copy(self) -> DictVariable:
         return DefaultDictVariable(dict(self.items), self.default_factory)
+
+    def check_mutable(self, tx) -> None:
+        """An input defaultdict is written back by the ledger, through dict's own methods (an
+        optimizer's state gains its parameters' entries on the first step)."""
+        DictVariable.check_mutable(self, tx)
 
     def reconstruct_literal(self, codegen: Codegen) -> str:
         factory = self.default_factory.reconstruct(codegen)

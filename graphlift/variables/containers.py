@@ -346,7 +346,8 @@ class DictVariable(VariableTracker):
         return dict
 
     def is_constant(self) -> bool:
-        return all(v.is_constant() for v in self.items.values())
+        return all(v.is_constant() for v in self.items.values()) and \
+            not any(isinstance(k, TensorKey) for k in self.items)
 
     def as_constant(self) -> Any:
         return {k: v.as_constant() for k, v in self.items.items()}
@@ -355,7 +356,7 @@ class DictVariable(VariableTracker):
         return bool(self.items)
 
     def unpack(self, tx):
-        return [wrap_constant(k) for k in self.items]
+        return [key_tracker(k) for k in self.items]
 
     def mapping_items(self, tx) -> dict[Any, VariableTracker]:
         return self.items
@@ -375,7 +376,7 @@ class DictVariable(VariableTracker):
         return codegen.remember(self, self.reconstruct_literal)
 
     def reconstruct_literal(self, codegen: Codegen) -> str:
-        body = ", ".join(f"{codegen.constant(k)}: {v.reconstruct(codegen)}"
+        body = ", ".join(f"{key_literal(codegen, k)}: {v.reconstruct(codegen)}"
                          for k, v in self.items.items())
         return "{" + body + "}"
 
@@ -390,8 +391,43 @@ class DictVariable(VariableTracker):
         self.mutated = True
 
 
+class TensorKey:
+    """A dict key that is a tensor from the inputs (an optimizer's state is keyed by its
+    parameters): hashed and compared by the real tensor's identity, as a dict compares tensors;
+    ``tracker`` is the tensor's tracker (iteration gives it, code reads it from its source)."""
+
+    __slots__ = ("tensor", "tracker")
+
+    def __init__(self, tensor: Any, tracker: VariableTracker) -> None:
+        self.tensor, self.tracker = tensor, tracker
+
+    def __hash__(self) -> int:
+        return id(self.tensor)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TensorKey) and other.tensor is self.tensor
+
+    def __repr__(self) -> str:
+        return f"TensorKey({self.tracker!r})"
+
+
+def key_tracker(key: Any) -> VariableTracker:
+    """The tracker of a key of a dict tracker's items."""
+    return key.tracker if isinstance(key, TensorKey) else wrap_constant(key)
+
+
+def key_literal(codegen: Codegen, key: Any) -> str:
+    """A key of a dict tracker's items in generated code."""
+    return key.tracker.reconstruct(codegen) if isinstance(key, TensorKey) \
+        else codegen.constant(key)
+
+
 def hashable_key(key: VariableTracker) -> Any:
-    """A dict key's value; eager's ``TypeError: unhashable type`` for a list, a dict..."""
+    """A dict key's value; eager's ``TypeError: unhashable type`` for a list, a dict...; a
+    tensor from the inputs is a :class:`TensorKey`."""
+    tensor = getattr(key, "input_value", None)
+    if tensor is not None:
+        return TensorKey(tensor, key)
     value = key.as_constant()
     try:
         hash(value)
@@ -419,9 +455,9 @@ class DictMethodVariable(VariableTracker):
             return DictViewVariable(self.obj, name)
         if name == "get":
             default = args[1] if len(args) > 1 else ConstantVariable(None)
-            return items.get(args[0].as_constant(), default)
+            return items.get(hashable_key(args[0]), default)
         if name == "__contains__":
-            return ConstantVariable(args[0].as_constant() in items)
+            return ConstantVariable(hashable_key(args[0]) in items)
         if name == "copy":
             return DictVariable(dict(items))
         self.obj.check_mutable(tx)
@@ -429,20 +465,20 @@ class DictMethodVariable(VariableTracker):
             if not items:
                 raise raise_real(KeyError("popitem(): dictionary is empty"))
             key, value = items.popitem()
-            return TupleVariable([wrap_constant(key), value])
+            return TupleVariable([key_tracker(key), value])
         if name == "update":
             if len(args) > 1:
                 raise raise_real(TypeError(f"update expected at most 1 argument, got "
                                            f"{len(args)}"))
             if args:
-                items.update((k.as_constant(), v) for k, v in mapping_pairs(tx, args[0]))
+                items.update((hashable_key(k), v) for k, v in mapping_pairs(tx, args[0]))
             items.update(kwargs)
             return ConstantVariable(None)
         if name == "setdefault":
             default = args[1] if len(args) > 1 else ConstantVariable(None)
-            return items.setdefault(args[0].as_constant(), default)
+            return items.setdefault(hashable_key(args[0]), default)
         if name == "pop":
-            key = args[0].as_constant()
+            key = hashable_key(args[0])
             if key in items:
                 return items.pop(key)
             if len(args) > 1:
@@ -483,10 +519,10 @@ class DictViewVariable(VariableTracker):
     def unpack(self, tx: Translator) -> list[VariableTracker]:
         items = self.dict.items
         if self.kind == "keys":
-            return [wrap_constant(k) for k in items]
+            return [key_tracker(k) for k in items]
         if self.kind == "values":
             return list(items.values())
-        return [TupleVariable([wrap_constant(k), v]) for k, v in items.items()]
+        return [TupleVariable([key_tracker(k), v]) for k, v in items.items()]
 
     def var_getattr(self, tx, name):
         if name == "mapping":
@@ -510,7 +546,8 @@ def mapping_pairs(tx: Translator, other: VariableTracker,
     (``{**other}`` takes mappings only)."""
     items = other.mapping_items(tx)
     if items is not None:  # keys as they are (a class or a function is a key too)
-        return [(ConstantVariable(k), v) for k, v in items.items()]
+        return [(k.tracker if isinstance(k, TensorKey) else ConstantVariable(k), v)
+                for k, v in items.items()]
     if _has_keys(other):
         keys = other.var_getattr(tx, "keys").call(tx, [], {}).unpack(tx)
         return [(key, tx.subscript(other, key)) for key in keys]

@@ -124,7 +124,31 @@ class BaseUserFunctionVariable(VariableTracker):
                                     if name != "__module__" else self.globals.get("__name__"))
         if name == "__code__":  # read-only inspection (co_varnames, co_argcount): a constant
             return ConstantVariable(self.code)
+        if name == "__get__":  # binding by hand (LRScheduler's wrapper of optimizer.step)
+            return FunctionGetVariable(self)
         raise Unsupported(f"attribute {name!r} of a function")
+
+
+class FunctionGetVariable(VariableTracker):
+    """``function.__get__``: ``__get__(obj, type=None)`` binds the function to ``obj`` (a method
+    inlined with it), and gives the function itself for ``obj`` None, as descriptors do."""
+
+    callable_kind = True
+
+    def __init__(self, fn: BaseUserFunctionVariable) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def describe(self) -> str:
+        return f"{self.fn.describe()}.__get__"
+
+    def call(self, tx, args, kwargs):
+        if kwargs or not 1 <= len(args) <= 2:
+            raise Unsupported("function.__get__ with other than (obj, type=None)")
+        obj = args[0]
+        if obj.is_constant() and obj.as_constant() is None:
+            return self.fn
+        return UserMethodVariable(self.fn, obj)
 
 
 class UserFunctionVariable(BaseUserFunctionVariable):

@@ -394,6 +394,33 @@ def builtin_base(cls: type) -> type | None:
     return next((klass for klass in cls.__mro__ if klass in BUILTIN_BASES), None)
 
 
+class WeakRefVariable(VariableTracker):
+    """A ``weakref.ref`` (a closure cell of LRScheduler's wrapper of ``optimizer.step`` holds
+    one to its optimizer), pinned by identity or reached through a pinned function. A weak
+    reference never changes its object, so calling it gives the trace's tracker of that
+    object, which the frame must have reached through its inputs."""
+
+    callable_kind = True
+
+    def __init__(self, ref: Any, source=None) -> None:
+        super().__init__(source)
+        self.ref = ref
+
+    def describe(self) -> str:
+        return "weakref"
+
+    def python_type(self) -> type:
+        return type(self.ref)
+
+    def call(self, tx, args, kwargs):
+        target = self.ref()
+        tracker = tx.builder.tracker_of(target) if target is not None else None
+        if args or kwargs or tracker is None:
+            raise Unsupported("calling a weak reference to an object the frame did not reach "
+                              "through its inputs")
+        return tracker
+
+
 class UserObjectVariable(VariableTracker):
     """An object of a user class.
 

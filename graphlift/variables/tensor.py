@@ -28,6 +28,7 @@ from graphlift import trace_rules
 from graphlift.config import config
 from graphlift.exc import Unsupported
 from graphlift.output_graph import storage_ref
+from graphlift.polyfills.optim import TENSOR_SCALAR_STAND_INS
 from graphlift.rebuild import Codegen
 from graphlift.sources import AttrSource
 from graphlift.variables.base import Translator, VariableTracker, raise_real
@@ -39,6 +40,7 @@ from graphlift.variables.containers import (
     TupleVariable,
 )
 from graphlift.variables.context import set_grad_mode
+from graphlift.variables.functions import UserFunctionVariable
 from graphlift.variables.symbolic import (
     SizeVariable,
     SliceVariable,
@@ -86,6 +88,9 @@ INPLACE_OPERATORS = frozenset({
 
 class TensorVariable(VariableTracker):
     """A tensor in the graph: its FX node and the fake tensor that carries its metadata."""
+
+    # The real tensor of a graph input (set by the builder): its identity as a dict key.
+    input_value: torch.Tensor | None = None
 
     def __init__(self, node: torch.fx.Node, fake: torch.Tensor, source=None) -> None:
         super().__init__(source)
@@ -446,6 +451,9 @@ def call_torch(tx: Translator, op: str, target: Any, args: list[VariableTracker]
     ``fake_result(fake_args, fake_kwargs)``, when given, computes the result's metadata instead
     of running ``target`` (``allow_in_graph`` functions, whose body must not run).
     """
+    stand_in = _tensor_scalar_stand_in(op, target, args, kwargs)
+    if stand_in is not None:
+        return UserFunctionVariable(stand_in).call(tx, args, kwargs)
     fake_args = [to_fake(a) for a in args]
     fake_kwargs = {k: to_fake(v) for k, v in kwargs.items()}
     effects = EffectRecorder([*fake_args, *fake_kwargs.values()])
@@ -471,6 +479,19 @@ def call_torch(tx: Translator, op: str, target: Any, args: list[VariableTracker]
     for fake in effects.written:
         tx.output.mark_mutated(fake)
     return wrap_result(tx, node, result, args)
+
+
+def _tensor_scalar_stand_in(op: str, target: Any, args: list,
+                            kwargs: dict) -> Callable | None:
+    """The stand-in of a kernel given a tensor where it reads a number (polyfills/optim.py)."""
+    name = target if op == "call_method" else getattr(target, "__name__", None)
+    row = TENSOR_SCALAR_STAND_INS.get(name) if isinstance(name, str) else None
+    if row is None:
+        return None
+    stand_in, where = row
+    scalar = kwargs.get(where) if isinstance(where, str) else \
+        (args[where] if len(args) > where else None)
+    return stand_in if isinstance(scalar, TensorVariable) else None
 
 
 def _run_fake(tx, op, target, fake_args, fake_kwargs, effects: EffectRecorder):
