@@ -43,9 +43,9 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
     cache:       cache  -- ExtraState and CacheEntry in the code object's extra slot
     codegen:     codegen  -- the generated run function, and its tail at a graph break
     translation: translator  -- the symbolic interpreter: one method per opcode
-    variables:   variables.base, variables.constant, variables.containers, variables.exceptions,
-                 variables.iterators, variables.methods, variables.context, variables.symbolic,
-                 variables.tensor, variables.numpy_order, variables.numpy, variables.functions,
+    variables:   variables.base, variables.constant, variables.containers, variables.functions,
+                 variables.exceptions, variables.iterators, variables.methods, variables.context,
+                 variables.symbolic, variables.tensor, variables.numpy_order, variables.numpy,
                  variables.objects, variables.builtins, variables.collections, variables.subclasses,
                  variables.distributed, variables.autograd, variables.higher_order,
                  variables.custom_ops, variables.callables,
@@ -59,7 +59,8 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
                  module_structure, dynamic_shapes, shape_guards, compiler_collectives,
                  polyfills.support, polyfills.builtins, polyfills.collections,
                  polyfills.compiler, polyfills.copy, polyfills.functools, polyfills.heapq,
-                 polyfills.itertools, polyfills.operator, polyfills, resume  -- break records,
+                 polyfills.itertools, polyfills.operator, polyfills.optim, polyfills.typing,
+                 polyfills, resume  -- break records,
                  backends, splitting graphs at DDP's gradient buckets, what rebuilding values
                  after the graph asks of the code generator and of trackers, the side-effect
                  ledger, guard kinds and the check function, modules' structure ids and the

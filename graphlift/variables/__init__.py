@@ -8,6 +8,8 @@ translator reaches every kind, and a kind needing the translator gets it as ``tx
 - ``constant``: Python constants, folded while tracing (``wrap_constant``; containers register how
   constant tuples, lists, dicts and sets become trackers of their items).
 - ``containers``: tuples, lists, sets and dicts of trackers.
+- ``functions``: user functions, closures, methods (before ``tensor``: a kernel's stand-in,
+  ``polyfills/optim.py``, is a user function traced in its place).
 - ``exceptions``: exception objects.
 - ``iterators``: iterators over known items, lazy stand-ins (``itertools.count``), and
   generators: an inlined generator's suspended frame, resumed at each ``next``.
@@ -15,9 +17,11 @@ translator reaches every kind, and a kind needing the translator gets it as ``tx
   ``super().__setitem__`` in a dict subclass), one row per special method.
 - ``context``: grad-mode and autocast ``with`` blocks.
 - ``symbolic``: SymInts and sizes; ``tensor``: tensors and torch callables (``call_torch``).
+- ``numpy_order``, ``numpy``: NumPy on arrays made from tensors, through ``torch._numpy``;
+  floating sums by NumPy itself.
 - ``custom_ops``: ``torch.library.custom_op`` functions, ``torch.ops`` packets and their
   overloads (``.default``, ``.Tensor``): nodes targeting the operator, as torch.compile's.
-- ``functions``: user functions, closures, methods; ``objects``: modules, classes, user objects.
+- ``objects``: modules, classes, user objects.
 - ``builtins``: Python builtins, as a table of handlers.
 - ``collections``: ``deque``, ``OrderedDict`` and ``defaultdict`` (their constructors are rows of
   ``objects.CONSTRUCTORS``, registered from here).
