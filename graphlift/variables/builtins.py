@@ -729,6 +729,18 @@ def check_arguments(fn: Any, args: list[VariableTracker], kwargs: dict) -> None:
                       f"{sorted(kwargs)}: not checked while tracing")
 
 
+def _check_arity(fn: Callable, args: list[VariableTracker]) -> None:
+    """Raise, in the program, CPython's TypeError for a call of ``fn`` (of operator) with the
+    wrong number of arguments; placeholders stand for the arguments."""
+    try:
+        inspect.signature(fn).bind(*args)
+    except TypeError:
+        try:
+            fn(*[_Placeholder()] * len(args))
+        except TypeError as error:
+            raise raise_real(error) from None
+
+
 def _steps_through(value: VariableTracker) -> bool:
     """An iterable the handlers cannot materialise: a lazy iterator or a generator (it may never
     end, and its items must come when the consumer asks) or an object of a user class with
@@ -786,6 +798,38 @@ def fold(fn: Callable, args: list[VariableTracker], kwargs: dict[str, VariableTr
     if isinstance(result, (zip, enumerate, reversed, type(iter([])))):
         result = tuple(result)
     return wrap_constant(result)
+
+
+def _operator_set(tx: Translator, obj: VariableTracker, index: VariableTracker,
+                  value: VariableTracker) -> VariableTracker:
+    tx.store_subscript(obj, index, value)
+    return ConstantVariable(None)
+
+
+def _operator_del(tx: Translator, obj: VariableTracker, index: VariableTracker) -> \
+        VariableTracker:
+    tx.delete_subscript(obj, index)
+    return ConstantVariable(None)
+
+
+def _operator_binary(op: Callable) -> Callable:
+    return lambda tx, left, right: tx.binary_op(op, left, right)
+
+
+# operator's functions on trackers that are not all constants (a list, a dict, a user object):
+# what the matching bytecode does, since folding would act on copies of the program's objects
+# (``operator.delitem(a, 1)`` must empty the very list). By arity, after CPython's own check.
+OPERATOR_AS_BYTECODE: dict[Callable, Callable] = {
+    operator.getitem: lambda tx, obj, index: tx.subscript(obj, index),  # obj[index]
+    operator.setitem: _operator_set,  # obj[index] = value
+    operator.delitem: _operator_del,  # del obj[index]
+    operator.contains: lambda tx, obj, item: ConstantVariable(tx.contains(obj, item)),
+    operator.is_: lambda tx, a, b: ConstantVariable(tx.is_same(a, b)),  # a is b
+    operator.is_not: lambda tx, a, b: ConstantVariable(not tx.is_same(a, b)),  # a is not b
+    **{op: _operator_binary(op) for op in (
+        operator.add, operator.iadd, operator.sub, operator.isub, operator.mul, operator.imul,
+        operator.and_, operator.iand, operator.or_, operator.ior, operator.xor, operator.ixor)},
+}
 
 
 class BuiltinVariable(VariableTracker):
@@ -851,6 +895,11 @@ class BuiltinVariable(VariableTracker):
         if module in PURE_MODULES:
             if module.endswith("operator") and any(isinstance(a, TensorVariable) for a in args):
                 return call_torch(tx, "call_function", self.fn, args, kwargs)
+            as_bytecode = OPERATOR_AS_BYTECODE.get(self.fn)
+            if as_bytecode is not None and not kwargs and \
+                    not all(isinstance(a, ConstantVariable) for a in args):
+                _check_arity(self.fn, args)
+                return as_bytecode(tx, *args)
             return fold(self.fn, args, kwargs)
         raise trace_rules.skip_error(self.fn, trace_rules.lookup(self.fn))
 

@@ -7,6 +7,7 @@ that needs the side-effect ledger, so such a mutation is reported as unsupported
 
 from __future__ import annotations
 
+import enum
 import types
 from collections.abc import Iterable
 from typing import Any
@@ -14,7 +15,12 @@ from typing import Any
 from graphlift.exc import Unsupported
 from graphlift.rebuild import Codegen
 from graphlift.variables.base import Translator, VariableTracker, lookup_class_attr, raise_real
-from graphlift.variables.constant import CONTAINER_WRAPPERS, ConstantVariable, wrap_constant
+from graphlift.variables.constant import (
+    CONTAINER_WRAPPERS,
+    ConstantVariable,
+    is_constant_value,
+    wrap_constant,
+)
 
 
 class BaseListVariable(VariableTracker):
@@ -355,7 +361,7 @@ class DictVariable(VariableTracker):
         return bool(self.items)
 
     def unpack(self, tx):
-        return [wrap_constant(k) for k in self.items]
+        return [key_tracker(tx, k) for k in self.items]
 
     def mapping_items(self, tx) -> dict[Any, VariableTracker]:
         return self.items
@@ -388,6 +394,16 @@ class DictVariable(VariableTracker):
         else:
             tx.output.side_effects.write_local(self)
         self.mutated = True
+
+
+def key_tracker(tx: Translator, key: Any) -> VariableTracker:
+    """A tracker for a dict's key: a constant, or a class, function or module of a registry
+    dict (its identity is guarded with the dict's keys)."""
+    if type(key) is tuple:
+        return TupleVariable([key_tracker(tx, item) for item in key])
+    if is_constant_value(key) or isinstance(key, enum.Enum):
+        return wrap_constant(key)
+    return tx.wrap_unguarded(key)
 
 
 def hashable_key(key: VariableTracker) -> Any:
@@ -429,7 +445,7 @@ class DictMethodVariable(VariableTracker):
             if not items:
                 raise raise_real(KeyError("popitem(): dictionary is empty"))
             key, value = items.popitem()
-            return TupleVariable([wrap_constant(key), value])
+            return TupleVariable([key_tracker(tx, key), value])
         if name == "update":
             if len(args) > 1:
                 raise raise_real(TypeError(f"update expected at most 1 argument, got "
@@ -483,10 +499,10 @@ class DictViewVariable(VariableTracker):
     def unpack(self, tx: Translator) -> list[VariableTracker]:
         items = self.dict.items
         if self.kind == "keys":
-            return [wrap_constant(k) for k in items]
+            return [key_tracker(tx, k) for k in items]
         if self.kind == "values":
             return list(items.values())
-        return [TupleVariable([wrap_constant(k), v]) for k, v in items.items()]
+        return [TupleVariable([key_tracker(tx, k), v]) for k, v in items.items()]
 
     def var_getattr(self, tx, name):
         if name == "mapping":
