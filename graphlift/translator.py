@@ -41,7 +41,7 @@ from graphlift.variables.base import (
     raise_real,
 )
 from graphlift.variables.builder import VariableBuilder, wrap_unguarded
-from graphlift.variables.builtins import isinstance_of
+from graphlift.variables.builtins import BuiltinVariable, isinstance_of
 from graphlift.variables.callables import (
     AllowedFunctionVariable,
     PolyfillVariable,
@@ -54,6 +54,7 @@ from graphlift.variables.containers import (
     ListVariable,
     SetVariable,
     TupleVariable,
+    hashable_key,
     mapping_pairs,
 )
 from graphlift.variables.exceptions import ExceptionVariable, set_cause, tracker_of
@@ -71,6 +72,7 @@ from graphlift.variables.objects import (
     BINARY_SYMBOLS,
     ClassVariable,
     InputInstanceDictVariable,
+    PythonModuleVariable,
     UserObjectVariable,
     binary_type_error,
     bind_class_attr,
@@ -1020,7 +1022,7 @@ class InstructionTranslator:
         if isinstance(container, (UserObjectVariable, InputInstanceDictVariable)):
             return container.contains(self, item)
         if isinstance(container, DictVariable):
-            return item.as_constant() in container.items
+            return hashable_key(item) in container.items
         if container.is_constant() and item.is_constant():
             return item.as_constant() in container.as_constant()
         if isinstance(container, BaseListVariable):
@@ -1067,7 +1069,7 @@ class InstructionTranslator:
             obj.items[key] = value.unpack(self) if isinstance(key, slice) else value
         elif isinstance(obj, DictVariable):
             obj.check_mutable(self)
-            obj.items[index.as_constant()] = value
+            obj.items[hashable_key(index)] = value
         elif isinstance(obj, (UserObjectVariable, InputInstanceDictVariable)):
             obj.setitem(self, index, value)
         else:
@@ -1085,9 +1087,10 @@ class InstructionTranslator:
             del obj.items[index.as_constant()]
         elif isinstance(obj, DictVariable):
             obj.check_mutable(self)
-            if index.as_constant() not in obj.items:
-                raise raise_real(KeyError(index.as_constant()))
-            del obj.items[index.as_constant()]
+            key = hashable_key(index)
+            if key not in obj.items:
+                raise raise_real(KeyError(key))
+            del obj.items[key]
         elif isinstance(obj, UserObjectVariable):
             obj.delitem(self, index)
         else:
@@ -1147,7 +1150,7 @@ class InstructionTranslator:
 
     def BUILD_MAP(self, inst: Instruction) -> None:
         flat = self.popn(2 * inst.arg)
-        self.push(DictVariable({flat[i].as_constant(): flat[i + 1]
+        self.push(DictVariable({hashable_key(flat[i]): flat[i + 1]
                                 for i in range(0, len(flat), 2)}))
 
     def BUILD_CONST_KEY_MAP(self, inst: Instruction) -> None:
@@ -1171,7 +1174,7 @@ class InstructionTranslator:
     def MAP_ADD(self, inst: Instruction) -> None:
         value = self.pop()
         key = self.pop()
-        self.building(inst, DictVariable).items[key.as_constant()] = value
+        self.building(inst, DictVariable).items[hashable_key(key)] = value
 
     def DICT_UPDATE(self, inst: Instruction) -> None:
         other = self.pop()
@@ -1632,6 +1635,12 @@ def is_same(tx: InstructionTranslator, left: VariableTracker, right: VariableTra
         return False  # a function made in the frame is a new object
     if is_none(left) or is_none(right):
         return False  # None is only itself (a symbolic number is not None)
+    if isinstance(left, PythonModuleVariable) or isinstance(right, PythonModuleVariable):
+        other = right if isinstance(left, PythonModuleVariable) else left
+        if isinstance(other, PythonModuleVariable):
+            return left.module is right.module
+        if other.is_constant() or isinstance(other, BuiltinVariable):
+            return False  # a module is only itself (``key in (int, math)``)
     if left.is_constant() and right.is_constant():
         return left.as_constant() is right.as_constant()  # classes, builtins
     if left.is_constant() != right.is_constant():

@@ -406,9 +406,30 @@ def key_tracker(tx: Translator, key: Any) -> VariableTracker:
     return tx.wrap_unguarded(key)
 
 
+# Where a tracker of a function or a module keeps the object itself (a registry dict's key).
+_KEY_OBJECT_ATTRIBUTES = (
+    ("fn", (types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType,
+            types.WrapperDescriptorType)),  # user, builtin and skipped functions
+    ("module", (types.ModuleType,)),  # a Python module
+    ("original", (types.BuiltinFunctionType, types.FunctionType)),  # a polyfilled function
+)
+
+
+def key_value(key: VariableTracker) -> Any:
+    """The Python value a tracker stands for as a dict key: a constant's, or the function or
+    module itself (``del registry[len]``)."""
+    if key.is_constant():
+        return key.as_constant()
+    for attribute, kinds in _KEY_OBJECT_ATTRIBUTES:
+        value = getattr(key, attribute, None)
+        if isinstance(value, kinds):
+            return value
+    return key.as_constant()  # refused: not a constant known while tracing
+
+
 def hashable_key(key: VariableTracker) -> Any:
     """A dict key's value; eager's ``TypeError: unhashable type`` for a list, a dict..."""
-    value = key.as_constant()
+    value = key_value(key)
     try:
         hash(value)
     except TypeError as error:
@@ -429,15 +450,14 @@ class DictMethodVariable(VariableTracker):
     def call(self, tx, args, kwargs):
         items = self.obj.items
         name = self.name
-        if name in self.KEYED and args:
-            hashable_key(args[0])
+        key = hashable_key(args[0]) if name in self.KEYED and args else None
         if name in ("keys", "values", "items"):
             return DictViewVariable(self.obj, name)
         if name == "get":
             default = args[1] if len(args) > 1 else ConstantVariable(None)
-            return items.get(args[0].as_constant(), default)
+            return items.get(key, default)
         if name == "__contains__":
-            return ConstantVariable(args[0].as_constant() in items)
+            return ConstantVariable(key in items)
         if name == "copy":
             return DictVariable(dict(items))
         self.obj.check_mutable(tx)
@@ -451,14 +471,13 @@ class DictMethodVariable(VariableTracker):
                 raise raise_real(TypeError(f"update expected at most 1 argument, got "
                                            f"{len(args)}"))
             if args:
-                items.update((k.as_constant(), v) for k, v in mapping_pairs(tx, args[0]))
+                items.update((key_value(k), v) for k, v in mapping_pairs(tx, args[0]))
             items.update(kwargs)
             return ConstantVariable(None)
         if name == "setdefault":
             default = args[1] if len(args) > 1 else ConstantVariable(None)
-            return items.setdefault(args[0].as_constant(), default)
+            return items.setdefault(key, default)
         if name == "pop":
-            key = args[0].as_constant()
             if key in items:
                 return items.pop(key)
             if len(args) > 1:
