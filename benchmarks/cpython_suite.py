@@ -11,7 +11,8 @@ runs twice on a fresh instance: once eagerly, once with the bound method compile
 - ``eager_fail``: fails (or is skipped) eagerly too; left out of every count below;
 - ``wrong``: passes eagerly, fails compiled (a wrong value, a wrong exception, an error of our
   own): the number that must be 0;
-- ``timeout``: the compiled run took longer than the timeout (counted as wrong).
+- ``timeout``: the compiled run took longer than the timeout (counted apart: on a loaded
+  machine a slow compile is no wrong result, but it is no pass either).
 
 graphlift's runs also count the graphs and breaks of each test's compiled frames and the break
 causes (a test counted once per cause). ``--frontend torch`` runs the same with
@@ -79,7 +80,9 @@ def _outcome(result: unittest.TestResult) -> tuple[str, str]:
     """``pass``, ``fail`` or ``skip``, and the first failure's last traceback line."""
     problems = result.errors + result.failures
     if problems:
-        return "fail", problems[0][1].strip().splitlines()[-1][:300]
+        lines = [line for line in problems[0][1].strip().splitlines()
+                 if not line.strip().startswith("see: ")]  # a graph break's doc link
+        return "fail", lines[-1][:300]
     if result.unexpectedSuccesses:
         return "fail", "unexpected success"
     if result.skipped or result.expectedFailures:
@@ -227,8 +230,9 @@ def summary(result: dict[str, Any]) -> dict[str, Any]:
     outcomes = collections.Counter(test["outcome"] for test in tests.values())
     eager_passed = len(tests) - outcomes["eager_fail"]
     return {"tests": len(tests), "eager_passed": eager_passed, "passed": outcomes["pass"],
-            "wrong": sorted(name for name, test in tests.items()
-                            if test["outcome"] in ("wrong", "timeout")),
+            "wrong": sorted(name for name, test in tests.items() if test["outcome"] == "wrong"),
+            "timeouts": sorted(name for name, test in tests.items()
+                               if test["outcome"] == "timeout"),
             # passes with fullgraph=True: the whole test traced, no break
             "fullgraph": sum(1 for test in tests.values() if test.get("fullgraph"))}
 
@@ -251,7 +255,7 @@ def record(results: list[dict[str, Any]]) -> None:
         figures[result["module"]] = {
             "tests": counts["tests"], "eager_passed": counts["eager_passed"],
             "passed": counts["passed"], "fullgraph_passed": counts["fullgraph"],
-            "failed": counts["wrong"]}
+            "failed": counts["wrong"] + counts["timeouts"]}
     data[VERSION] = dict(sorted(figures.items()))
     TORCH_FIGURES.write_text(json.dumps(dict(sorted(data.items())), indent=1) + "\n")
 
@@ -270,23 +274,25 @@ def table(results: list[dict[str, Any]], frontend: str, markdown: bool) -> str:
     and of torch.compile (recorded), and the wrong results."""
     reference = torch_figures()
     name = "graphlift" if frontend == "graphlift" else "torch.compile (this run)"
-    head = ["module", "tests", "eager passes", f"{name} passes", "wrong",
+    head = ["module", "tests", "eager passes", f"{name} passes", "wrong", "timeouts",
             f"{name} fullgraph", "torch.compile passes", "torch.compile fullgraph"]
     rows = []
     totals: collections.Counter = collections.Counter()
     for result in results:
         if "error" in result:
-            rows.append([result["module"], "error", result["error"][:60], *[""] * 5])
+            rows.append([result["module"], "error", result["error"][:60], *[""] * 6])
             continue
         counts = summary(result)
         torch_row = reference.get(result["module"], {})
         row = {"tests": counts["tests"], "eager": counts["eager_passed"],
                "passed": counts["passed"], "wrong": len(counts["wrong"]),
+               "timeouts": len(counts["timeouts"]),
                "fullgraph": counts["fullgraph"], "torch": torch_row.get("passed", "-"),
                "torch_fullgraph": torch_row.get("fullgraph_passed", "-")}
         rows.append([result["module"], *row.values()])
         totals.update({key: value for key, value in row.items() if isinstance(value, int)})
-    keys = ("tests", "eager", "passed", "wrong", "fullgraph", "torch", "torch_fullgraph")
+    keys = ("tests", "eager", "passed", "wrong", "timeouts", "fullgraph", "torch",
+            "torch_fullgraph")
     rows.append(["total", *(totals[key] for key in keys)])
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -326,8 +332,10 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps(results, indent=1))
     print(table(results, args.frontend, args.markdown))
     for result in results:
-        for name in summary(result)["wrong"] if "error" not in result else ():
-            print(f"wrong: {result['module']}.{name}: {result['tests'][name].get('message')}")
+        counts = summary(result) if "error" not in result else {"wrong": [], "timeouts": []}
+        for name in counts["wrong"] + counts["timeouts"]:
+            print(f"{result['tests'][name]['outcome']}: {result['module']}.{name}: "
+                  f"{result['tests'][name].get('message')}")
     if args.causes:
         print(f"\ntop break causes (tests, over {len(results)} modules):")
         for cause, count in causes(results).most_common(args.causes):

@@ -6,6 +6,8 @@ graphlift breaking on or getting wrong; each is a pattern real libraries use too
   its values traced;
 - a string made in the frame is another object than an equal one, also after a graph break
   (``a is c``, ``operator.is_``);
+- an object stays one object across a break (``frozenset(fs) is fs``), and dies when the frame
+  drops it: a frame that takes weak references runs eagerly rather than split;
 - ``operator``'s functions (``setitem``, ``delitem``, ``iadd``...) on lists and dicts change the
   program's very objects.
 
@@ -19,9 +21,11 @@ import copy
 import dataclasses
 import enum
 import functools
+import gc
 import io
 import math
 import operator
+import weakref
 from typing import Any
 
 import pytest
@@ -110,6 +114,29 @@ def string_identity_across_break(x):
     return y, a is b, a is c, operator.is_(a, c), operator.is_not(a, c), c == a
 
 
+def frozenset_identity_across_break(x):
+    s = frozenset(range(3))
+    t = frozenset(s)  # CPython gives s itself
+    y = x + 1
+    print("break")
+    return y, s is t, s
+
+
+def weakref_dies_across_break(x):
+    s = set("gallahad")
+    p = weakref.proxy(s)
+    y = x + 1
+    same = str(p) == str(s)
+    s = None
+    gc.collect()
+    try:
+        str(p)
+        alive = True
+    except ReferenceError:
+        alive = False
+    return y, same, alive
+
+
 # == operator's functions on lists and dicts =====================================================
 def operator_on_containers(x):
     a = [4, 3, 2, 1]
@@ -147,6 +174,10 @@ CASES = [
     Case(type_equality_dispatch, _x, 1, 0),
     # torch.compile's resumed frame gets `a is c` wrong (True).
     Case(string_identity_across_break, _x, 1, 1, tc=(1, 1, False)),
+    Case(frozenset_identity_across_break, _x, 1, 1),
+    # The frame runs eagerly (it takes a weak reference); torch.compile splits it and keeps
+    # the set alive (its proxy still works).
+    Case(weakref_dies_across_break, _x, 0, 1, tc=(1, 2, False)),
     # torch.compile breaks at each operator function on a list or dict.
     Case(operator_on_containers, _x, 1, 0, tc=(1, 4, True)),
 ]

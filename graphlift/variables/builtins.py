@@ -517,6 +517,8 @@ def _dict(tx, args, kwargs):
 
 def _set(frozen: bool) -> Callable:
     def handler(tx, args, kwargs):
+        if frozen and args and args[0].python_type() is frozenset:
+            return args[0]  # frozenset(fs) is fs itself, as CPython gives it
         return SetVariable(_items(tx, args[0]) if args else [], frozen=frozen)
 
     return handler

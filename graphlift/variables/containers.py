@@ -266,8 +266,9 @@ class SetVariable(VariableTracker):
         self.mutated = True
 
     def reconstruct(self, codegen: Codegen) -> str:
-        if self.frozen:
-            return codegen.constant(frozenset(self.items))
+        if self.frozen:  # one object per tracker: ``frozenset(fs) is fs`` holds after a break
+            return codegen.remember(self, lambda codegen: codegen.constant(
+                frozenset(self.items)))
         if self.source is not None:
             return codegen.source_expr(self.source)  # mutations are written back by the ledger
         return codegen.remember(self, self.reconstruct_literal)
