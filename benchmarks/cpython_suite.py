@@ -80,14 +80,20 @@ def _outcome(result: unittest.TestResult) -> tuple[str, str]:
     """``pass``, ``fail`` or ``skip``, and the first failure's last traceback line."""
     problems = result.errors + result.failures
     if problems:
-        lines = [line for line in problems[0][1].strip().splitlines()
-                 if not line.strip().startswith("see: ")]  # a graph break's doc link
-        return "fail", lines[-1][:300]
+        lines = problems[0][1].strip().splitlines()
+        # A refused trace names its cause on the exception's line; else the error's last line.
+        refused = [line for line in lines if line.startswith(_REFUSALS)]
+        return "fail", (refused or lines)[-1][:300]
     if result.unexpectedSuccesses:
         return "fail", "unexpected success"
     if result.skipped or result.expectedFailures:
         return "skip", ""
     return "pass", ""
+
+
+# How each frontend's refusal under fullgraph=True starts its line in a traceback.
+_REFUSALS = ("graphlift.exc.Unsupported: ", "torch._dynamo.exc.Unsupported: ",
+             "graphlift.translator.TranslationError: ")
 
 
 def _run_one(case: unittest.TestCase, compiler: Any, timeout: float,

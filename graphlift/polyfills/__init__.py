@@ -37,6 +37,7 @@ import functools as _functools
 import heapq as _heapq
 import itertools as _itertools
 import operator as _operator
+import traceback as _traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -49,6 +50,7 @@ from graphlift.polyfills import (
     heapq,
     itertools,
     operator,
+    traceback,
 )
 from graphlift.polyfills.support import call_original
 
@@ -119,6 +121,8 @@ POLYFILLS: dict[Any, Callable] = {
     # copy: containers rebuilt; anything else runs the original.
     _copy.copy: copy.copy,
     _copy.deepcopy: copy.deepcopy,
+    # traceback: stdlib Python, skipped otherwise; a traced exception's traceback is None.
+    _traceback.clear_frames: traceback.clear_frames,
 }
 
 

@@ -897,7 +897,8 @@ class BuiltinVariable(VariableTracker):
         if module in PURE_MODULES:
             if module.endswith("operator") and any(isinstance(a, TensorVariable) for a in args):
                 return call_torch(tx, "call_function", self.fn, args, kwargs)
-            as_bytecode = OPERATOR_AS_BYTECODE.get(self.fn)
+            # By name: a fresh import of _operator (CPython's tests) has its own functions.
+            as_bytecode = OPERATOR_AS_BYTECODE.get(getattr(operator, self.fn.__name__, None))
             if as_bytecode is not None and not kwargs and \
                     not all(isinstance(a, ConstantVariable) for a in args):
                 _check_arity(self.fn, args)

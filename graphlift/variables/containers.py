@@ -8,6 +8,7 @@ that needs the side-effect ledger, so such a mutation is reported as unsupported
 from __future__ import annotations
 
 import enum
+import inspect
 import types
 from collections.abc import Iterable
 from typing import Any
@@ -137,12 +138,53 @@ class ListVariable(BaseListVariable):
         self.mutated = True
 
 
-class TupleMethodVariable(VariableTracker):
+class MethodNames:
+    """``__name__`` and ``__qualname__`` of a bound method of a builtin container (``[].append``):
+    unittest's ``assertRaises(E, f, ...)`` reads ``f.__name__``. Mixed into the method trackers
+    below, before VariableTracker."""
+
+    def _owner(self) -> type:
+        return next(base for base in self.obj.python_type().__mro__
+                    if base.__module__ == "builtins")  # a namedtuple's methods are tuple's
+
+    def var_getattr(self, tx, name):
+        owner = self._owner()
+        if name in ("__name__", "__qualname__") and hasattr(owner, self.name):
+            return ConstantVariable(getattr(getattr(owner, self.name), name))
+        return super().var_getattr(tx, name)
+
+    def check_arguments(self, args: list, kwargs: dict) -> None:
+        """Raise, in the program, CPython's TypeError for a call with the wrong arguments
+        (``d.get()``): the real method refuses placeholders before looking at them."""
+        method = getattr(self._owner(), self.name, None)
+        if method is None:
+            return  # no such method: the call itself refuses
+        try:
+            inspect.signature(method).bind(None, *args, **kwargs)
+            return
+        except (TypeError, ValueError):  # refused, or no signature (dict.pop): the real call says
+            pass
+        try:
+            method(self._owner()(), *[_Argument()] * len(args),
+                   **{key: _Argument() for key in kwargs})
+        except TypeError as error:
+            if _Argument.__name__ not in str(error):  # refused by count, not for its argument
+                raise raise_real(error) from None
+        except Exception:
+            pass
+
+
+class _Argument:
+    """What check_arguments passes for each argument, on a new empty container."""
+
+
+class TupleMethodVariable(MethodNames, VariableTracker):
     def __init__(self, obj: TupleVariable, name: str) -> None:
         super().__init__()
         self.obj, self.name = obj, name
 
     def call(self, tx, args, kwargs):
+        self.check_arguments(args, kwargs)
         obj = self.obj
         if self.name in ("count", "index") and obj.is_constant():
             return _fold_method(obj.as_constant(), self.name, args)
@@ -161,7 +203,7 @@ class TupleMethodVariable(VariableTracker):
         raise Unsupported(f"tuple.{self.name}")
 
 
-class ListMethodVariable(VariableTracker):
+class ListMethodVariable(MethodNames, VariableTracker):
     """Methods of a list built in the frame, applied to the tracked items."""
 
     def __init__(self, obj: ListVariable, name: str) -> None:
@@ -172,6 +214,7 @@ class ListMethodVariable(VariableTracker):
         return f"list.{self.name}"
 
     def call(self, tx, args, kwargs):
+        self.check_arguments(args, kwargs)
         items = self.obj.items
         if self.name in ("append", "extend", "insert", "pop", "clear", "reverse", "sort",
                          "remove"):
@@ -278,7 +321,7 @@ class SetVariable(VariableTracker):
         return f"set({codegen.constant(tuple(self.items))})"
 
 
-class SetMethodVariable(VariableTracker):
+class SetMethodVariable(MethodNames, VariableTracker):
     """Set methods: mutations on the tracked set, queries folded on its constants."""
 
     # Every method that changes the set in place (the in-place operators return the set itself).
@@ -292,6 +335,7 @@ class SetMethodVariable(VariableTracker):
         self.obj, self.name = obj, name
 
     def call(self, tx, args, kwargs):
+        self.check_arguments(args, kwargs)
         values = [a.as_constant() for a in args]
         real = self.obj.python_type()(self.obj.items)
         try:
@@ -438,7 +482,7 @@ def hashable_key(key: VariableTracker) -> Any:
     return value
 
 
-class DictMethodVariable(VariableTracker):
+class DictMethodVariable(MethodNames, VariableTracker):
     """Methods of a dict of trackers."""
 
     def __init__(self, obj: DictVariable, name: str) -> None:
@@ -449,6 +493,7 @@ class DictMethodVariable(VariableTracker):
     KEYED = frozenset({"get", "__contains__", "setdefault", "pop", "__getitem__"})
 
     def call(self, tx, args, kwargs):
+        self.check_arguments(args, kwargs)
         items = self.obj.items
         name = self.name
         key = hashable_key(args[0]) if name in self.KEYED and args else None
