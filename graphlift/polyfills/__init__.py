@@ -37,6 +37,7 @@ import functools as _functools
 import heapq as _heapq
 import itertools as _itertools
 import operator as _operator
+import re as _re
 import traceback as _traceback
 from collections.abc import Callable
 from typing import Any
@@ -50,6 +51,7 @@ from graphlift.polyfills import (
     heapq,
     itertools,
     operator,
+    re,
     traceback,
 )
 from graphlift.polyfills.support import call_original
@@ -129,6 +131,11 @@ POLYFILLS: dict[Any, Callable] = {
 # Originals whose calls on constant arguments run for real instead of through the stand-in
 # (substitute_in_graph(..., can_constant_fold_through=True)).
 CONSTANT_FOLDABLE: set[Any] = set()
+
+# re: on constants (patterns and matches are immutable values), run for real; else declined.
+for _name in ("compile", "search", "match", "fullmatch", "escape"):
+    POLYFILLS[getattr(_re, _name)] = getattr(re, _name)
+    CONSTANT_FOLDABLE.add(getattr(_re, _name))
 
 
 def polyfill_for(fn: Any) -> Callable | None:

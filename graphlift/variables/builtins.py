@@ -8,6 +8,7 @@ symbolic.
 from __future__ import annotations
 
 import abc
+import ast
 import builtins
 import functools
 import inspect
@@ -614,7 +615,23 @@ def _str(tx, args, kwargs):
 
 
 # builtin -> handler(tx, args, kwargs). One row per builtin with symbolic arguments.
+def _eval(tx, args, kwargs):
+    """``eval`` of a literal (``eval(repr(False))``): its value, as ``ast.literal_eval`` gives
+    it, with no code run; any other source runs eagerly (a graph break)."""
+    source = args[0] if len(args) == 1 and not kwargs else None
+    if source is not None and source.is_constant() and type(source.as_constant()) is str:
+        try:
+            value = ast.literal_eval(source.as_constant())
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            pass
+        else:
+            return wrap_constant(value)
+    raise trace_rules.skip_error(eval, trace_rules.Decision(trace_rules.Kind.SKIP,
+                                                            trace_rules.IO_BUILTIN))
+
+
 BUILTIN_HANDLERS: dict[Any, Callable] = {
+    eval: _eval,  # a literal folds; other code runs eagerly
     len: _len,  # tensors: size of dim 0; containers: number of items
     isinstance: _isinstance,  # by the tracked python type, or the metaclass's hook inlined
     issubclass: _issubclass,  # by the MRO, or the metaclass's hook inlined

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import operator
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,7 @@ from graphlift.variables.base import Translator, VariableTracker, raise_real
 CONSTANT_TYPES: tuple[type, ...] = (
     type(None), bool, int, float, complex, str, bytes, type(Ellipsis), type(NotImplemented),
     torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size, slice, range,
+    re.Pattern, re.Match,  # compiled patterns and their matches: immutable, methods pure
 )
 
 
