@@ -583,9 +583,9 @@ def resumable_break(code: types.CodeType, error: object) -> str | None:
     if offset is None:
         return "no instruction of the frame to split at"
     inst = next(i for i in bytecode.decode(code) if i.offset == offset)
-    if LIFETIME_OBSERVERS & set(code.co_names):
-        return "the frame observes when its objects die (weak references, gc), and the run " \
-            "function would keep them alive while the resume function runs"
+    if INTERNALS_OBSERVERS & set(code.co_names):
+        return "the frame observes its objects' lifetimes or memory (weak references, gc, " \
+            "getsizeof), which the run function and the replayed writes would change"
     if inst.opname not in SPLITTABLE:
         return f"{inst.opname} cannot run on its own between two graphs"
     if inst.opname.startswith("POP_JUMP") and \
@@ -594,12 +594,14 @@ def resumable_break(code: types.CodeType, error: object) -> str | None:
     return why_not_resumable(code, offset)
 
 
-# Names (globals or attributes) of a frame that watches its objects' lifetimes: split, its
-# objects would live on in the run function's temporaries while the resume function runs.
-LIFETIME_OBSERVERS = frozenset({
+# Names (globals or attributes) of a frame that watches its objects' lifetimes or memory:
+# split, its objects would live on in the run function's temporaries while the resume function
+# runs, and a container's writes replayed after the graph lay it out anew.
+INTERNALS_OBSERVERS = frozenset({
     "weakref",  # weakref.ref / proxy / finalize: a dead object must be dead
     "getrefcount",  # sys.getrefcount counts the run function's references too
     "gc_collect",  # test.support.gc_collect(), then a check that an object died
+    "getsizeof",  # sys.getsizeof: a dict's table after popitem() replayed differs
 })
 
 # Break types of a jump whose condition the graph computes and the run function then tests:

@@ -8,6 +8,9 @@ graphlift breaking on or getting wrong; each is a pattern real libraries use too
   (``a is c``, ``operator.is_``);
 - an object stays one object across a break (``frozenset(fs) is fs``), and dies when the frame
   drops it: a frame that takes weak references runs eagerly rather than split;
+- what unittest's assertions call: ``traceback.clear_frames``, ``exc.with_traceback(None)``,
+  ``re`` on constant patterns, ``__name__`` of a bound builtin method, a builtin method's own
+  TypeError for a wrong call (``{}.get()``), ``eval`` of a literal;
 - ``operator``'s functions (``setitem``, ``delitem``, ``iadd``...) on lists and dicts change the
   program's very objects.
 
@@ -25,6 +28,8 @@ import gc
 import io
 import math
 import operator
+import re
+import traceback
 import weakref
 from typing import Any
 
@@ -151,6 +156,41 @@ def operator_on_containers(x):
     return x * 3, removed, a, b, c, same, d, operator.getitem(a, 0), operator.contains(a, 2)
 
 
+# == what unittest's assertions use =============================================================
+class Expect:
+    """``assertRaises`` as a context manager, the way unittest writes it."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        traceback.clear_frames(tb)
+        self.exception = exc.with_traceback(None)
+        return issubclass(exc_type, ValueError)
+
+
+def assert_raises_pattern(x):
+    with Expect() as expected:
+        raise ValueError("invalid literal for int()")
+    message = expected.exception.args[0]
+    found = re.compile("invalid lit").search(message)
+    return x + 1, found.span(), re.escape("a.b"), re.match("z", message)
+
+
+def method_names_and_arity(x):
+    names = [m.__name__ for m in ([].append, {}.get, {1}.add, (1,).count)]
+    try:
+        {}.get()
+        error = None
+    except TypeError as e:
+        error = e.args[0]
+    return x + 1, names, [].append.__qualname__, error
+
+
+def eval_of_literals(x):
+    return x + 1, eval(repr(False)) is False, eval("[1, (2, 'a')]")
+
+
 @dataclasses.dataclass(frozen=True)
 class Case:
     fn: Any
@@ -178,6 +218,10 @@ CASES = [
     # The frame runs eagerly (it takes a weak reference); torch.compile splits it and keeps
     # the set alive (its proxy still works).
     Case(weakref_dies_across_break, _x, 0, 1, tc=(1, 2, False)),
+    Case(assert_raises_pattern, _x, 1, 0),
+    # torch.compile's {}.get() raises another TypeError message than CPython's.
+    Case(method_names_and_arity, _x, 1, 0, tc=(1, 0, False)),
+    Case(eval_of_literals, _x, 1, 0),
     # torch.compile breaks at each operator function on a list or dict.
     Case(operator_on_containers, _x, 1, 0, tc=(1, 4, True)),
 ]
