@@ -887,6 +887,9 @@ class InstructionTranslator:
             VariableTracker:
         """``+``, ``*`` and ``+=`` on tuples and lists of trackers."""
         if op is operator.iadd and isinstance(left, ListVariable):
+            if isinstance(right, ConstantVariable) and not hasattr(right.value, "__iter__"):
+                raise raise_real(TypeError(f"'{type(right.value).__name__}' object is not "
+                                           f"iterable"))  # lst += None
             left.check_mutable(self)
             left.items.extend(right.iterate(self))  # item by item, as list.extend
             return left
@@ -1066,7 +1069,10 @@ class InstructionTranslator:
         elif isinstance(obj, ListVariable):
             obj.check_mutable(self)
             key = index.as_constant()
-            obj.items[key] = value.unpack(self) if isinstance(key, slice) else value
+            try:  # a[1.5] = v, a[9] = v: CPython's own errors, raised in the program
+                obj.items[key] = value.unpack(self) if isinstance(key, slice) else value
+            except (TypeError, IndexError, ValueError) as error:
+                raise raise_real(error) from error
         elif isinstance(obj, DictVariable):
             obj.check_mutable(self)
             obj.items[hashable_key(index)] = value
@@ -1084,7 +1090,10 @@ class InstructionTranslator:
         """``del obj[index]`` while tracing."""
         if isinstance(obj, ListVariable):
             obj.check_mutable(self)
-            del obj.items[index.as_constant()]
+            try:  # del a[9], del a["x"]: CPython's own errors, raised in the program
+                del obj.items[index.as_constant()]
+            except (TypeError, IndexError) as error:
+                raise raise_real(error) from error
         elif isinstance(obj, DictVariable):
             obj.check_mutable(self)
             key = hashable_key(index)

@@ -187,6 +187,21 @@ def method_names_and_arity(x):
     return x + 1, names, [].append.__qualname__, error
 
 
+def list_methods_by_name(x):
+    u = [1]
+    u.__iadd__([2])
+    u.__setitem__(0, 5)
+    try:
+        u["a"] = 1
+    except TypeError as e:
+        first = e.args[0]
+    try:
+        u += None
+    except TypeError as e:
+        second = e.args[0]
+    return x + 1, u, first, second
+
+
 def eval_of_literals(x):
     return x + 1, eval(repr(False)) is False, eval("[1, (2, 'a')]")
 
@@ -222,6 +237,7 @@ CASES = [
     # torch.compile's {}.get() raises another TypeError message than CPython's.
     Case(method_names_and_arity, _x, 1, 0, tc=(1, 0, False)),
     Case(eval_of_literals, _x, 1, 0),
+    Case(list_methods_by_name, _x, 1, 0),
     # torch.compile breaks at each operator function on a list or dict.
     Case(operator_on_containers, _x, 1, 0, tc=(1, 4, True)),
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import inspect
+import operator
 import types
 from collections.abc import Iterable
 from typing import Any
@@ -215,6 +216,9 @@ class ListMethodVariable(MethodNames, VariableTracker):
 
     def call(self, tx, args, kwargs):
         self.check_arguments(args, kwargs)
+        as_syntax = _LIST_DUNDERS.get(self.name)
+        if as_syntax is not None:  # u.__iadd__(v) is u += v
+            return as_syntax(tx, self.obj, *args)
         items = self.obj.items
         if self.name in ("append", "extend", "insert", "pop", "clear", "reverse", "sort",
                          "remove"):
@@ -248,6 +252,30 @@ class ListMethodVariable(MethodNames, VariableTracker):
         else:
             raise Unsupported(f"list.{self.name}")
         return ConstantVariable(None)
+
+
+def _list_store(tx, obj, index, value) -> VariableTracker:
+    tx.store_subscript(obj, index, value)
+    return ConstantVariable(None)
+
+
+def _list_delete(tx, obj, index) -> VariableTracker:
+    tx.delete_subscript(obj, index)
+    return ConstantVariable(None)
+
+
+# A list's special methods called by name (``assertRaises(TypeError, u.__iadd__, None)``): what
+# the matching syntax does.
+_LIST_DUNDERS: dict[str, Any] = {
+    "__iadd__": lambda tx, obj, other: tx.binary_op(operator.iadd, obj, other),  # obj += other
+    "__imul__": lambda tx, obj, other: tx.binary_op(operator.imul, obj, other),  # obj *= n
+    "__add__": lambda tx, obj, other: tx.binary_op(operator.add, obj, other),  # obj + other
+    "__mul__": lambda tx, obj, other: tx.binary_op(operator.mul, obj, other),  # obj * n
+    "__getitem__": lambda tx, obj, index: tx.subscript(obj, index),  # obj[index]
+    "__setitem__": _list_store,  # obj[index] = value
+    "__delitem__": _list_delete,  # del obj[index]
+    "__contains__": lambda tx, obj, item: ConstantVariable(tx.contains(obj, item)),
+}
 
 
 def _fold_method(obj: Any, name: str, args: list[VariableTracker], *extra: VariableTracker,
