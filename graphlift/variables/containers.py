@@ -58,12 +58,22 @@ class BaseListVariable(VariableTracker):
     def getitem(self, tx: Translator, index: VariableTracker) -> VariableTracker:
         key = index.as_constant()
         if isinstance(key, slice):
-            return type(self)(self.items[key]) if type(self) is not TupleVariable \
-                else TupleVariable(self.items[key])
+            try:
+                items = self.items[key]
+            except (ValueError, TypeError) as error:  # a zero step, a str bound
+                raise raise_real(error) from error
+            return type(self)(items) if type(self) is not TupleVariable else TupleVariable(items)
         try:
             return self.items[key]
-        except (IndexError, TypeError) as error:
-            raise raise_real(error) from error  # catchable inside the frame, like eager
+        except (IndexError, TypeError):
+            # CPython's error for this container's type ("tuple index out of range"), raised
+            # in the frame (catchable there, like eager's)
+            real = (tuple if isinstance(self, TupleVariable) else list)(range(len(self.items)))
+            try:
+                real[key]
+            except (IndexError, TypeError) as error:
+                raise raise_real(error) from error
+            raise
 
     def reconstruct(self, codegen: Codegen) -> str:
         if self.source is not None:
@@ -201,6 +211,8 @@ class TupleMethodVariable(MethodNames, VariableTracker):
             if isinstance(attr, types.FunctionType):
                 return tx.bind_class_attr(obj, obj.tuple_class, self.name, attr, None).call(
                     tx, args, kwargs)
+        if self.name in _TUPLE_DUNDERS:  # t.__getitem__(i) is t[i]
+            return _LIST_DUNDERS[self.name](tx, obj, *args)
         raise Unsupported(f"tuple.{self.name}")
 
 
@@ -276,6 +288,10 @@ _LIST_DUNDERS: dict[str, Any] = {
     "__delitem__": _list_delete,  # del obj[index]
     "__contains__": lambda tx, obj, item: ConstantVariable(tx.contains(obj, item)),
 }
+
+
+# A tuple's special methods called by name: those of the list above that do not write.
+_TUPLE_DUNDERS = frozenset({"__add__", "__mul__", "__getitem__", "__contains__"})
 
 
 def _fold_method(obj: Any, name: str, args: list[VariableTracker], *extra: VariableTracker,
