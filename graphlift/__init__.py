@@ -59,9 +59,10 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
                  dynamic_shapes, shape_guards, compiler_collectives, polyfills.support,
                  polyfills.builtins, polyfills.collections, polyfills.compiler, polyfills.copy,
                  polyfills.functools, polyfills.heapq, polyfills.itertools, polyfills.operator,
-                 polyfills, resume  -- break records, backends, splitting graphs at DDP's
-                 gradient buckets, what rebuilding values after the graph asks of the code
-                 generator and of trackers, the side-effect ledger, guard
+                 polyfills.re, polyfills.traceback, polyfills, resume  -- break records,
+                 backends, splitting graphs at DDP's gradient buckets, what rebuilding
+                 values after the graph asks of the code generator and of trackers, the
+                 side-effect ledger, guard
                  kinds and the check function, which sizes are symbolic (agreed across ranks by
                  compiler collectives) and the ShapeEnv's guards (sympy), pure-Python stand-ins
                  for C functions, resume code objects
