@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import doctest
 import io
 import json
 import os
@@ -66,12 +67,13 @@ def _on_alarm(signum: int, frame: Any) -> None:
 
 
 def _cases(suite: unittest.TestSuite) -> list[unittest.TestCase]:
-    """The test cases of ``suite``, flattened, in order."""
+    """The test methods of ``suite``, flattened, in order (a module's doctests, which its
+    ``load_tests`` may add, have no method to compile: left out)."""
     found: list[unittest.TestCase] = []
     for item in suite:
         if isinstance(item, unittest.TestSuite):
             found.extend(_cases(item))
-        else:
+        elif not isinstance(item, (doctest.DocTestCase, unittest.FunctionTestCase)):
             found.append(item)
     return found
 
