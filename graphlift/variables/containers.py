@@ -250,7 +250,7 @@ class ListMethodVariable(MethodNames, VariableTracker):
         elif self.name == "copy":
             return ListVariable(list(items))
         elif self.name == "sort":
-            items[:] = sort_trackers(tx, items, kwargs)
+            items[:] = sort_trackers(tx, items, kwargs, in_place=True)
         elif self.name == "remove":
             target = args[0].as_constant()
             for i, item in enumerate(items):
@@ -675,18 +675,29 @@ def _structseq_fields(cls: type) -> tuple[str, ...]:
     return tuple(by_index[i] for i in range(cls.n_sequence_fields))
 
 
-def sort_trackers(tx, items: list[VariableTracker], kwargs) -> list[VariableTracker]:
-    """Stable sort of trackers by constant values or by a key function giving constants."""
+def sort_trackers(tx, items: list[VariableTracker], kwargs,
+                  in_place: bool = False) -> list[VariableTracker]:
+    """Stable sort of trackers by constant values or by a key function giving constants.
+
+    Values that do not compare (``[1, (2,)]``) raise CPython's TypeError in the program for
+    ``sorted()``, whose list is new; ``list.sort`` then leaves the list in an order of its
+    algorithm's own, so that is a graph break (the sort runs eagerly)."""
     key = kwargs.get("key")
     reverse = kwargs.get("reverse", ConstantVariable(False)).as_constant()
     if key is None or (key.is_constant() and key.as_constant() is None):
         if not all(i.is_constant() for i in items):
             raise Unsupported("sorted() of values that are not constants")
-        order = sorted(range(len(items)), key=lambda i: items[i].as_constant(), reverse=reverse)
+        keys = [i.as_constant() for i in items]
     else:
         keys = [key.call(tx, [i], {}).as_constant() for i in items]
+    try:
         order = sorted(range(len(items)), key=lambda i: keys[i], reverse=reverse)
+    except TypeError as error:
+        if in_place:
+            raise Unsupported("list.sort() of values that do not compare") from error
+        raise raise_real(error) from error
     return [items[i] for i in order]
+
 
 
 CONTAINER_WRAPPERS.update({
