@@ -10,7 +10,8 @@ graphlift breaking on or getting wrong; each is a pattern real libraries use too
   drops it: a frame that takes weak references runs eagerly rather than split;
 - what unittest's assertions call: ``traceback.clear_frames``, ``exc.with_traceback(None)``,
   ``re`` on constant patterns, ``__name__`` of a bound builtin method, a builtin method's own
-  TypeError for a wrong call (``{}.get()``), ``eval`` of a literal;
+  TypeError for a wrong call (``{}.get()``), ``eval`` of a literal, a function's own
+  ``__name__`` and ``__doc__`` (as ``functools.update_wrapper`` rewrote them);
 - ``operator``'s functions (``setitem``, ``delitem``, ``iadd``...) on lists and dicts change the
   program's very objects.
 
@@ -202,6 +203,18 @@ def list_methods_by_name(x):
     return x + 1, u, first, second
 
 
+def documented(a):
+    """Scale by two."""
+    return a * 2
+
+
+def function_attributes(x):
+    def wrapper():
+        pass
+    functools.update_wrapper(wrapper, max)  # a break: runs eagerly, rewrites the attributes
+    return x + 1, wrapper.__name__, wrapper.__doc__[:3], documented.__doc__, documented.__name__
+
+
 def eval_of_literals(x):
     return x + 1, eval(repr(False)) is False, eval("[1, (2, 'a')]")
 
@@ -238,6 +251,8 @@ CASES = [
     Case(method_names_and_arity, _x, 1, 0, tc=(1, 0, False)),
     Case(eval_of_literals, _x, 1, 0),
     Case(list_methods_by_name, _x, 1, 0),
+    # torch.compile traces functools.update_wrapper (no break).
+    Case(function_attributes, _x, 1, 1, tc=(1, 0, True)),
     # torch.compile breaks at each operator function on a list or dict.
     Case(operator_on_containers, _x, 1, 0, tc=(1, 4, True)),
 ]
