@@ -93,6 +93,14 @@ def _why_not_in_table_blocks(code: types.CodeType, break_offset: int) -> str | N
     for start, end in _try_ranges(code):
         if start <= break_offset < end:
             return "the break is inside a try block"
+    starts = {inst.offset: inst.opname for inst in bytecode.decode(code)}
+    for entry in bytecode.exception_table(code):
+        # A cleanup handler (not PUSH_EXC_INFO) covers code that runs while an exception is
+        # handled: an except or finally body, whose exception sys.exc_info() would not see in
+        # a resume function.
+        if starts.get(entry.target) != "PUSH_EXC_INFO" and \
+                entry.start <= break_offset < entry.end:
+            return "the break is inside an except or finally block"
     return None
 
 

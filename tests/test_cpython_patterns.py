@@ -8,6 +8,8 @@ graphlift breaking on or getting wrong; each is a pattern real libraries use too
   (``a is c``, ``operator.is_``);
 - an object stays one object across a break (``frozenset(fs) is fs``), and dies when the frame
   drops it: a frame that takes weak references runs eagerly rather than split;
+- a break inside an ``except`` or ``finally`` block runs the frame eagerly (split, the handled
+  exception was not active in the resume function);
 - what unittest's assertions call: ``traceback.clear_frames``, ``exc.with_traceback(None)``,
   ``re`` on constant patterns, ``__name__`` of a bound builtin method, a builtin method's own
   TypeError for a wrong call (``{}.get()``), ``eval`` of a literal, a function's own
@@ -30,6 +32,7 @@ import io
 import math
 import operator
 import re
+import sys
 import traceback
 import weakref
 from typing import Any
@@ -143,6 +146,16 @@ def weakref_dies_across_break(x):
     return y, same, alive
 
 
+def break_in_except_block(x):
+    y = x + 1
+    try:
+        raise TypeError("foo")
+    except TypeError:
+        print("break")
+        handled = sys.exc_info()[0]
+    return y * 2, handled, sys.exc_info()[0]
+
+
 # == operator's functions on lists and dicts =====================================================
 def operator_on_containers(x):
     a = [4, 3, 2, 1]
@@ -243,6 +256,9 @@ CASES = [
     # torch.compile's resumed frame gets `a is c` wrong (True).
     Case(string_identity_across_break, _x, 1, 1, tc=(1, 1, False)),
     Case(frozenset_identity_across_break, _x, 1, 1),
+    # The frame runs eagerly: split, sys.exc_info() in the resume function was None.
+    # torch.compile also runs it eagerly, with no break counted.
+    Case(break_in_except_block, _x, 0, 1, tc=(0, 0, True)),
     # The frame runs eagerly (it takes a weak reference); torch.compile splits it and keeps
     # the set alive (its proxy still works).
     Case(weakref_dies_across_break, _x, 0, 1, tc=(1, 2, False)),
