@@ -73,6 +73,10 @@ class OutputCodegen:
         """An expression for a constant: a literal when exact, else a name bound to the value."""
         if type(value) in _LITERAL_TYPES or (type(value) is str and len(value) < 80):
             return repr(value)
+        return self.bind(value)
+
+    def bind(self, value: Any) -> str:
+        """A name bound to ``value`` itself (a literal would be an equal object, not this one)."""
         name = f"__gl_k{len(self.namespace)}"
         self.namespace[name] = value
         return name

@@ -4,6 +4,7 @@ asks (the variable trackers, ``module_structure``)."""
 
 from __future__ import annotations
 
+import re
 import types
 from typing import Any
 
@@ -14,6 +15,7 @@ CONSTANT_TYPES: tuple[type, ...] = (
     type(None), bool, int, float, complex, str, bytes, type(Ellipsis), type(NotImplemented),
     torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size, slice, range,
     types.GenericAlias,  # list[Tensor], as typing.cast's first argument (torch.optim)
+    re.Pattern, re.Match,  # compiled patterns and their matches: immutable, methods pure
 )
 
 

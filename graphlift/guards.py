@@ -403,6 +403,29 @@ class GuardBuilder:
             self._derived_value(GuardKind.DICT_KEYS, source, "list({}.keys", keys,
                                 self.const(keys), through)
 
+    def dict_keys_identical(self, source: Source, keys: list) -> None:
+        """The keys of ``d`` are these, in order: each key's type, then the key itself compared
+        by ``==`` for a constant and by ``is`` for a class, a function, a module or an enum
+        member (a registry keyed by types). Objects made at run time are held weakly."""
+        if not self._once((GuardKind.DICT_KEYS, source)):
+            return
+        expected = ", ".join(self._key_expr(key) for key in keys)
+        current = f"[(type(k), k) for k in {self.expr(source)}]"
+        check = f"len({self.expr(source)}) == {len(keys)} and all(__gl_is_key(k, e) for k, e " \
+                f"in zip({self.expr(source)}, ({expected},)))"
+        self.namespace.setdefault("__gl_is_key", _is_same_key)
+        self._add(Guard(GuardKind.DICT_KEYS, f"list({source.name()}) == {keys!r}", check,
+                        current))
+        self._fast.append(check)
+
+    def _key_expr(self, key: Any) -> str:
+        """An expression for a dict key, its objects held as :meth:`object_ref` holds them."""
+        if type(key) is tuple:
+            return "(" + "".join(f"{self._key_expr(item)}, " for item in key) + ")"
+        if type(key) in (str, int, type(None), bool, float, bytes):
+            return self.const(key)
+        return self.object_ref(key)
+
     def keys_flagged(self, source: Source, flags_source: Source, flags: list[bool]) -> None:
         """``[k in flags_table for k in d] == flags``: which keys of ``d`` another dict names,
         by position (a hook table and its ``_with_kwargs`` table, both keyed by handle ids)."""
@@ -806,6 +829,18 @@ def _static_size_checks(expr: str, sizes: tuple[int, ...], dynamic_dims: frozens
     checks += [f"{expr}.shape[{i}] == {size}" for i, size in enumerate(sizes)
                if i not in dynamic_dims]
     return checks
+
+
+def _is_same_key(key: Any, expected: Any) -> bool:
+    """``key`` is the guarded dict key ``expected``: the same object, or an equal constant of
+    the same type (``1`` is not ``True`` nor ``1.0`` here), or a tuple of such."""
+    if type(key) is not type(expected):
+        return False
+    if type(key) is tuple:
+        return len(key) == len(expected) and all(map(_is_same_key, key, expected))
+    if type(key) in (str, int, type(None), bool, float, bytes):
+        return key == expected or (key != key and expected != expected)
+    return key is expected
 
 
 def _reachable_by_import(value: Any) -> bool:

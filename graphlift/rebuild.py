@@ -54,6 +54,9 @@ class Codegen(Protocol):
     def constant(self, value: Any) -> str:
         """A constant: a literal when exact, else a name bound to the value."""
 
+    def bind(self, value: Any) -> str:
+        """A name bound to ``value`` itself (a literal would be an equal object, not this one)."""
+
     def source_expr(self, source: Source) -> str:
         """The value at ``source``; a pinned object (a module's parameter) is bound."""
 

@@ -93,6 +93,14 @@ def _why_not_in_table_blocks(code: types.CodeType, break_offset: int) -> str | N
     for start, end in _try_ranges(code):
         if start <= break_offset < end:
             return "the break is inside a try block"
+    starts = {inst.offset: inst.opname for inst in bytecode.decode(code)}
+    for entry in bytecode.exception_table(code):
+        # A cleanup handler (not PUSH_EXC_INFO) covers code that runs while an exception is
+        # handled: an except or finally body, whose exception sys.exc_info() would not see in
+        # a resume function.
+        if starts.get(entry.target) != "PUSH_EXC_INFO" and \
+                entry.start <= break_offset < entry.end:
+            return "the break is inside an except or finally block"
     return None
 
 
@@ -583,6 +591,9 @@ def resumable_break(code: types.CodeType, error: object) -> str | None:
     if offset is None:
         return "no instruction of the frame to split at"
     inst = next(i for i in bytecode.decode(code) if i.offset == offset)
+    if INTERNALS_OBSERVERS & set(code.co_names):
+        return "the frame observes its objects' lifetimes or memory (weak references, gc, " \
+            "getsizeof), which the run function and the replayed writes would change"
     if inst.opname not in SPLITTABLE:
         return f"{inst.opname} cannot run on its own between two graphs"
     if inst.opname.startswith("POP_JUMP") and \
@@ -590,6 +601,16 @@ def resumable_break(code: types.CodeType, error: object) -> str | None:
         return "a jump that failed for another reason than a tensor condition"
     return why_not_resumable(code, offset)
 
+
+# Names (globals or attributes) of a frame that watches its objects' lifetimes or memory:
+# split, its objects would live on in the run function's temporaries while the resume function
+# runs, and a container's writes replayed after the graph lay it out anew.
+INTERNALS_OBSERVERS = frozenset({
+    "weakref",  # weakref.ref / proxy / finalize: a dead object must be dead
+    "getrefcount",  # sys.getrefcount counts the run function's references too
+    "gc_collect",  # test.support.gc_collect(), then a check that an object died
+    "getsizeof",  # sys.getsizeof: a dict's table after popitem() replayed differs
+})
 
 # Break types of a jump whose condition the graph computes and the run function then tests:
 # a tensor's truth, or an unbacked symbol's (``if x.item() > 0`` under capture_scalar_outputs).

@@ -351,8 +351,7 @@ IO_BUILTINS = frozenset({
     input,  # reads stdin
     open,  # file I/O
     breakpoint,  # enters the debugger
-    exec,  # runs arbitrary code
-    eval,  # runs arbitrary code
+    exec,  # runs arbitrary code (eval has a handler: a literal folds, other code is skipped)
     compile,  # makes code objects
     globals,  # the interpreter's frame state
     locals,  # the interpreter's frame state

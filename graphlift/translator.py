@@ -42,7 +42,7 @@ from graphlift.variables.base import (
     raise_real,
 )
 from graphlift.variables.builder import VariableBuilder, wrap_unguarded
-from graphlift.variables.builtins import isinstance_of
+from graphlift.variables.builtins import BuiltinVariable, isinstance_of
 from graphlift.variables.callables import (
     AllowedFunctionVariable,
     PolyfillVariable,
@@ -73,6 +73,7 @@ from graphlift.variables.objects import (
     BINARY_SYMBOLS,
     ClassVariable,
     InputInstanceDictVariable,
+    PythonModuleVariable,
     UserObjectVariable,
     binary_type_error,
     bind_class_attr,
@@ -895,6 +896,9 @@ class InstructionTranslator:
             VariableTracker:
         """``+``, ``*`` and ``+=`` on tuples and lists of trackers."""
         if op is operator.iadd and isinstance(left, ListVariable):
+            if isinstance(right, ConstantVariable) and not hasattr(right.value, "__iter__"):
+                raise raise_real(TypeError(f"'{type(right.value).__name__}' object is not "
+                                           f"iterable"))  # lst += None
             left.check_mutable(self)
             left.items.extend(right.iterate(self))  # item by item, as list.extend
             return left
@@ -1030,7 +1034,7 @@ class InstructionTranslator:
         if isinstance(container, (UserObjectVariable, InputInstanceDictVariable)):
             return container.contains(self, item)
         if isinstance(container, DictVariable):
-            return item.as_constant() in container.items
+            return hashable_key(item) in container.items
         if container.is_constant() and item.is_constant():
             return item.as_constant() in container.as_constant()
         if isinstance(container, BaseListVariable):
@@ -1074,7 +1078,10 @@ class InstructionTranslator:
         elif isinstance(obj, ListVariable):
             obj.check_mutable(self)
             key = index.as_constant()
-            obj.items[key] = value.unpack(self) if isinstance(key, slice) else value
+            try:  # a[1.5] = v, a[9] = v: CPython's own errors, raised in the program
+                obj.items[key] = value.unpack(self) if isinstance(key, slice) else value
+            except (TypeError, IndexError, ValueError) as error:
+                raise raise_real(error) from error
         elif isinstance(obj, DictVariable):
             obj.check_mutable(self)
             obj.items[hashable_key(index)] = value
@@ -1092,7 +1099,10 @@ class InstructionTranslator:
         """``del obj[index]`` while tracing."""
         if isinstance(obj, ListVariable):
             obj.check_mutable(self)
-            del obj.items[index.as_constant()]
+            try:  # del a[9], del a["x"]: CPython's own errors, raised in the program
+                del obj.items[index.as_constant()]
+            except (TypeError, IndexError) as error:
+                raise raise_real(error) from error
         elif isinstance(obj, DictVariable):
             obj.check_mutable(self)
             key = hashable_key(index)
@@ -1158,7 +1168,7 @@ class InstructionTranslator:
 
     def BUILD_MAP(self, inst: Instruction) -> None:
         flat = self.popn(2 * inst.arg)
-        self.push(DictVariable({flat[i].as_constant(): flat[i + 1]
+        self.push(DictVariable({hashable_key(flat[i]): flat[i + 1]
                                 for i in range(0, len(flat), 2)}))
 
     def BUILD_CONST_KEY_MAP(self, inst: Instruction) -> None:
@@ -1182,7 +1192,7 @@ class InstructionTranslator:
     def MAP_ADD(self, inst: Instruction) -> None:
         value = self.pop()
         key = self.pop()
-        self.building(inst, DictVariable).items[key.as_constant()] = value
+        self.building(inst, DictVariable).items[hashable_key(key)] = value
 
     def DICT_UPDATE(self, inst: Instruction) -> None:
         other = self.pop()
@@ -1643,6 +1653,12 @@ def is_same(tx: InstructionTranslator, left: VariableTracker, right: VariableTra
         return False  # a function made in the frame is a new object
     if is_none(left) or is_none(right):
         return False  # None is only itself (a symbolic number is not None)
+    if isinstance(left, PythonModuleVariable) or isinstance(right, PythonModuleVariable):
+        other = right if isinstance(left, PythonModuleVariable) else left
+        if isinstance(other, PythonModuleVariable):
+            return left.module is right.module
+        if other.is_constant() or isinstance(other, BuiltinVariable):
+            return False  # a module is only itself (``key in (int, math)``)
     if left.is_constant() and right.is_constant():
         return left.as_constant() is right.as_constant()  # classes, builtins
     if left.is_constant() != right.is_constant():

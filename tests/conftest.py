@@ -22,9 +22,9 @@ from graphlift import logs
 from graphlift.graph_break import listeners
 
 # Modules whose tests start processes of their own.
-STARTS_PROCESSES = {"test_demo", "test_distributed", "test_doctor", "test_dropin",
-                    "test_import_time", "test_recompiles", "test_structured_trace",
-                    "test_warm_start"}
+STARTS_PROCESSES = {"test_cpython_suite", "test_demo", "test_distributed", "test_doctor",
+                    "test_dropin", "test_import_time", "test_recompiles",
+                    "test_structured_trace", "test_warm_start"}
 _INIT_GROUP = torch.optim.SGD._init_group
 
 

@@ -37,6 +37,8 @@ import functools as _functools
 import heapq as _heapq
 import itertools as _itertools
 import operator as _operator
+import re as _re
+import traceback as _traceback
 import typing as _typing
 from collections.abc import Callable
 from typing import Any
@@ -51,6 +53,8 @@ from graphlift.polyfills import (
     itertools,
     operator,
     optim,
+    re,
+    traceback,
     typing,
 )
 from graphlift.polyfills.support import call_original
@@ -126,12 +130,19 @@ POLYFILLS: dict[Any, Callable] = {
     _typing.cast: typing.cast,  # its argument
     # torch.optim: what Optimizer.step's wrappers call (see optim.py).
     optim.record_function._graphlift_real_class: optim.record_function,  # records nothing
+    # traceback: stdlib Python, skipped otherwise; a traced exception's traceback is None.
+    _traceback.clear_frames: traceback.clear_frames,
 }
 
 
 # Originals whose calls on constant arguments run for real instead of through the stand-in
 # (substitute_in_graph(..., can_constant_fold_through=True)).
 CONSTANT_FOLDABLE: set[Any] = set()
+
+# re: on constants (patterns and matches are immutable values), run for real; else declined.
+for _name in ("compile", "search", "match", "fullmatch", "escape"):
+    POLYFILLS[getattr(_re, _name)] = getattr(re, _name)
+    CONSTANT_FOLDABLE.add(getattr(_re, _name))
 
 
 def polyfill_for(fn: Any) -> Callable | None:

@@ -184,7 +184,7 @@ def _wrap_lazy(builder: VariableBuilder, value: Any, source: Source) -> Variable
     return LazyConstantVariable(value, source, builder.tx.guards)
 
 
-LAZY_SOURCE_KINDS = frozenset({SourceKind.LOCAL, SourceKind.ITEM})
+LAZY_SOURCE_KINDS = frozenset({SourceKind.LOCAL, SourceKind.ITEM, SourceKind.DICT_VALUE})
 
 
 def _wrap_constant(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:
@@ -212,6 +212,20 @@ def _wrap_dict(builder: VariableBuilder, value: dict, source: Source) -> Variabl
     guards.dict_keys(source, list(value))
     return DictVariable({k: builder.wrap(v, ItemSource(source, k)) for k, v in value.items()},
                         source)
+
+
+def _wrap_registry_dict(builder: VariableBuilder, value: dict,
+                        source: Source) -> VariableTracker:
+    """A dict keyed by classes, functions, modules or enum members too (``registry.get(
+    type(obj))``): its keys guarded one by one by identity (constants by type and value), its
+    values wrapped as any dict's."""
+    guards = builder.tx.guards
+    guards.type_match(source, value)
+    guards.dict_keys_identical(source, list(value))
+    # A key whose repr is no expression is reached by position (the keys' order is guarded).
+    return DictVariable({k: builder.wrap(v, ItemSource(source, k) if is_constant_value(k)
+                                         else DictValueSource(source, i))
+                         for i, (k, v) in enumerate(value.items())}, source)
 
 
 def _wrap_dict_view(builder: VariableBuilder, value: Any, source: Source) -> VariableTracker:
@@ -388,6 +402,28 @@ def _is_constant_keyed_dict(value: Any) -> bool:
     return type(value) is dict and all(is_constant_value(k) for k in value)
 
 
+def is_identity_key(key: Any) -> bool:
+    """A dict key that compares by identity and hashes the same for its whole life: a class
+    (whose metaclass keeps type's ``==`` and hash), a function, a builtin function of a module,
+    a builtin type's method (``str.upper``), a module, an enum member, or a tuple of such and of
+    constants."""
+    if type(key) is tuple:
+        return all(is_constant_value(item) or is_identity_key(item) for item in key)
+    if isinstance(key, type):
+        meta = type(key)
+        return meta.__eq__ is type.__eq__ and meta.__hash__ is type.__hash__
+    if isinstance(key, types.BuiltinFunctionType):
+        return key.__self__ is None or isinstance(key.__self__, types.ModuleType)
+    return isinstance(key, (types.FunctionType, types.ModuleType, enum.Enum,
+                            types.MethodDescriptorType, types.WrapperDescriptorType))
+
+
+def _is_registry_dict(value: Any) -> bool:
+    """A plain dict keyed by constants and by objects of :func:`is_identity_key`."""
+    return type(value) is dict and \
+        all(is_constant_value(k) or is_identity_key(k) for k in value)
+
+
 # -- the wrap table ------------------------------------------------------------------------------
 # (test of the value, build of its guards and tracker), in priority order: VariableBuilder._wrap
 # calls the build of the first row whose test matches.
@@ -410,6 +446,8 @@ WRAP_ROWS = (
     (_is_sequence, _wrap_sequence),
     # A dict keyed by anything else (objects, tensors) falls to the object row.
     (_is_constant_keyed_dict, _wrap_dict),
+    # A dict keyed by classes, functions, modules or enum members: keys guarded by identity.
+    (_is_registry_dict, _wrap_registry_dict),
     # Exact types: keys(), values() and items() of a plain dict (an OrderedDict's are objects).
     (lambda v: type(v) in DICT_VIEW_TYPES, _wrap_dict_view),
     # A set of anything else (objects, tensors) falls to the object row.

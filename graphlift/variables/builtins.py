@@ -8,6 +8,7 @@ symbolic.
 from __future__ import annotations
 
 import abc
+import ast
 import builtins
 import functools
 import inspect
@@ -517,6 +518,8 @@ def _dict(tx, args, kwargs):
 
 def _set(frozen: bool) -> Callable:
     def handler(tx, args, kwargs):
+        if frozen and args and args[0].python_type() is frozenset:
+            return args[0]  # frozenset(fs) is fs itself, as CPython gives it
         return SetVariable(_items(tx, args[0]) if args else [], frozen=frozen)
 
     return handler
@@ -612,7 +615,23 @@ def _str(tx, args, kwargs):
 
 
 # builtin -> handler(tx, args, kwargs). One row per builtin with symbolic arguments.
+def _eval(tx, args, kwargs):
+    """``eval`` of a literal (``eval(repr(False))``): its value, as ``ast.literal_eval`` gives
+    it, with no code run; any other source runs eagerly (a graph break)."""
+    source = args[0] if len(args) == 1 and not kwargs else None
+    if source is not None and source.is_constant() and type(source.as_constant()) is str:
+        try:
+            value = ast.literal_eval(source.as_constant())
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            pass
+        else:
+            return wrap_constant(value)
+    raise trace_rules.skip_error(eval, trace_rules.Decision(trace_rules.Kind.SKIP,
+                                                            trace_rules.IO_BUILTIN))
+
+
 BUILTIN_HANDLERS: dict[Any, Callable] = {
+    eval: _eval,  # a literal folds; other code runs eagerly
     len: _len,  # tensors: size of dim 0; containers: number of items
     isinstance: _isinstance,  # by the tracked python type, or the metaclass's hook inlined
     issubclass: _issubclass,  # by the MRO, or the metaclass's hook inlined
@@ -729,6 +748,18 @@ def check_arguments(fn: Any, args: list[VariableTracker], kwargs: dict) -> None:
                       f"{sorted(kwargs)}: not checked while tracing")
 
 
+def _check_arity(fn: Callable, args: list[VariableTracker]) -> None:
+    """Raise, in the program, CPython's TypeError for a call of ``fn`` (of operator) with the
+    wrong number of arguments; placeholders stand for the arguments."""
+    try:
+        inspect.signature(fn).bind(*args)
+    except TypeError:
+        try:
+            fn(*[_Placeholder()] * len(args))
+        except TypeError as error:
+            raise raise_real(error) from None
+
+
 def _steps_through(value: VariableTracker) -> bool:
     """An iterable the handlers cannot materialise: a lazy iterator or a generator (it may never
     end, and its items must come when the consumer asks) or an object of a user class with
@@ -786,6 +817,38 @@ def fold(fn: Callable, args: list[VariableTracker], kwargs: dict[str, VariableTr
     if isinstance(result, (zip, enumerate, reversed, type(iter([])))):
         result = tuple(result)
     return wrap_constant(result)
+
+
+def _operator_set(tx: Translator, obj: VariableTracker, index: VariableTracker,
+                  value: VariableTracker) -> VariableTracker:
+    tx.store_subscript(obj, index, value)
+    return ConstantVariable(None)
+
+
+def _operator_del(tx: Translator, obj: VariableTracker, index: VariableTracker) -> \
+        VariableTracker:
+    tx.delete_subscript(obj, index)
+    return ConstantVariable(None)
+
+
+def _operator_binary(op: Callable) -> Callable:
+    return lambda tx, left, right: tx.binary_op(op, left, right)
+
+
+# operator's functions on trackers that are not all constants (a list, a dict, a user object):
+# what the matching bytecode does, since folding would act on copies of the program's objects
+# (``operator.delitem(a, 1)`` must empty the very list). By arity, after CPython's own check.
+OPERATOR_AS_BYTECODE: dict[Callable, Callable] = {
+    operator.getitem: lambda tx, obj, index: tx.subscript(obj, index),  # obj[index]
+    operator.setitem: _operator_set,  # obj[index] = value
+    operator.delitem: _operator_del,  # del obj[index]
+    operator.contains: lambda tx, obj, item: ConstantVariable(tx.contains(obj, item)),
+    operator.is_: lambda tx, a, b: ConstantVariable(tx.is_same(a, b)),  # a is b
+    operator.is_not: lambda tx, a, b: ConstantVariable(not tx.is_same(a, b)),  # a is not b
+    **{op: _operator_binary(op) for op in (
+        operator.add, operator.iadd, operator.sub, operator.isub, operator.mul, operator.imul,
+        operator.and_, operator.iand, operator.or_, operator.ior, operator.xor, operator.ixor)},
+}
 
 
 class BuiltinVariable(VariableTracker):
@@ -851,6 +914,12 @@ class BuiltinVariable(VariableTracker):
         if module in PURE_MODULES:
             if module.endswith("operator") and any(isinstance(a, TensorVariable) for a in args):
                 return call_torch(tx, "call_function", self.fn, args, kwargs)
+            # By name: a fresh import of _operator (CPython's tests) has its own functions.
+            as_bytecode = OPERATOR_AS_BYTECODE.get(getattr(operator, self.fn.__name__, None))
+            if as_bytecode is not None and not kwargs and \
+                    not all(isinstance(a, ConstantVariable) for a in args):
+                _check_arity(self.fn, args)
+                return as_bytecode(tx, *args)
             return fold(self.fn, args, kwargs)
         raise trace_rules.skip_error(self.fn, trace_rules.lookup(self.fn))
 

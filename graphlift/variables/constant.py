@@ -52,7 +52,20 @@ class ConstantVariable(VariableTracker):
         return super().unpack(tx)
 
     def reconstruct(self, codegen: Codegen) -> str:
-        return codegen.constant(self.value)
+        value = self.value
+        if type(value) in (str, bytes) and len(value) > 1 and not _is_interned(value):
+            # The very object, not a literal: a string made in the frame (``a[:3] + b[3:]``)
+            # must stay another object than an equal one after a break (``a is c``).
+            return codegen.bind(value)
+        return codegen.constant(value)
+
+
+def _is_interned(value: str | bytes) -> bool:
+    """Whether a literal of ``value`` in generated code is this very object: the compiler
+    interns name-like string constants, so a literal is the one interned copy."""
+    if type(value) is not str or not value.isidentifier() or not value.isascii():
+        return False
+    return compile(repr(value), "<interned>", "eval").co_consts[0] is value
 
 
 class LazyConstantVariable(ConstantVariable):

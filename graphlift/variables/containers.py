@@ -7,6 +7,9 @@ that needs the side-effect ledger, so such a mutation is reported as unsupported
 
 from __future__ import annotations
 
+import enum
+import inspect
+import operator
 import types
 from collections.abc import Iterable
 from typing import Any
@@ -14,7 +17,12 @@ from typing import Any
 from graphlift.exc import Unsupported
 from graphlift.rebuild import Codegen
 from graphlift.variables.base import Translator, VariableTracker, lookup_class_attr, raise_real
-from graphlift.variables.constant import CONTAINER_WRAPPERS, ConstantVariable, wrap_constant
+from graphlift.variables.constant import (
+    CONTAINER_WRAPPERS,
+    ConstantVariable,
+    is_constant_value,
+    wrap_constant,
+)
 
 
 class BaseListVariable(VariableTracker):
@@ -50,12 +58,22 @@ class BaseListVariable(VariableTracker):
     def getitem(self, tx: Translator, index: VariableTracker) -> VariableTracker:
         key = index.as_constant()
         if isinstance(key, slice):
-            return type(self)(self.items[key]) if type(self) is not TupleVariable \
-                else TupleVariable(self.items[key])
+            try:
+                items = self.items[key]
+            except (ValueError, TypeError) as error:  # a zero step, a str bound
+                raise raise_real(error) from error
+            return type(self)(items) if type(self) is not TupleVariable else TupleVariable(items)
         try:
             return self.items[key]
-        except (IndexError, TypeError) as error:
-            raise raise_real(error) from error  # catchable inside the frame, like eager
+        except (IndexError, TypeError):
+            # CPython's error for this container's type ("tuple index out of range"), raised
+            # in the frame (catchable there, like eager's)
+            real = (tuple if isinstance(self, TupleVariable) else list)(range(len(self.items)))
+            try:
+                real[key]
+            except (IndexError, TypeError) as error:
+                raise raise_real(error) from error
+            raise
 
     def reconstruct(self, codegen: Codegen) -> str:
         if self.source is not None:
@@ -131,12 +149,53 @@ class ListVariable(BaseListVariable):
         self.mutated = True
 
 
-class TupleMethodVariable(VariableTracker):
+class MethodNames:
+    """``__name__`` and ``__qualname__`` of a bound method of a builtin container (``[].append``):
+    unittest's ``assertRaises(E, f, ...)`` reads ``f.__name__``. Mixed into the method trackers
+    below, before VariableTracker."""
+
+    def _owner(self) -> type:
+        return next(base for base in self.obj.python_type().__mro__
+                    if base.__module__ == "builtins")  # a namedtuple's methods are tuple's
+
+    def var_getattr(self, tx, name):
+        owner = self._owner()
+        if name in ("__name__", "__qualname__") and hasattr(owner, self.name):
+            return ConstantVariable(getattr(getattr(owner, self.name), name))
+        return super().var_getattr(tx, name)
+
+    def check_arguments(self, args: list, kwargs: dict) -> None:
+        """Raise, in the program, CPython's TypeError for a call with the wrong arguments
+        (``d.get()``): the real method refuses placeholders before looking at them."""
+        method = getattr(self._owner(), self.name, None)
+        if method is None:
+            return  # no such method: the call itself refuses
+        try:
+            inspect.signature(method).bind(None, *args, **kwargs)
+            return
+        except (TypeError, ValueError):  # refused, or no signature (dict.pop): the real call says
+            pass
+        try:
+            method(self._owner()(), *[_Argument()] * len(args),
+                   **{key: _Argument() for key in kwargs})
+        except TypeError as error:
+            if _Argument.__name__ not in str(error):  # refused by count, not for its argument
+                raise raise_real(error) from None
+        except Exception:
+            pass
+
+
+class _Argument:
+    """What check_arguments passes for each argument, on a new empty container."""
+
+
+class TupleMethodVariable(MethodNames, VariableTracker):
     def __init__(self, obj: TupleVariable, name: str) -> None:
         super().__init__()
         self.obj, self.name = obj, name
 
     def call(self, tx, args, kwargs):
+        self.check_arguments(args, kwargs)
         obj = self.obj
         if self.name in ("count", "index") and obj.is_constant():
             return _fold_method(obj.as_constant(), self.name, args)
@@ -152,10 +211,12 @@ class TupleMethodVariable(VariableTracker):
             if isinstance(attr, types.FunctionType):
                 return tx.bind_class_attr(obj, obj.tuple_class, self.name, attr, None).call(
                     tx, args, kwargs)
+        if self.name in _TUPLE_DUNDERS:  # t.__getitem__(i) is t[i]
+            return _LIST_DUNDERS[self.name](tx, obj, *args)
         raise Unsupported(f"tuple.{self.name}")
 
 
-class ListMethodVariable(VariableTracker):
+class ListMethodVariable(MethodNames, VariableTracker):
     """Methods of a list built in the frame, applied to the tracked items."""
 
     def __init__(self, obj: ListVariable, name: str) -> None:
@@ -166,6 +227,10 @@ class ListMethodVariable(VariableTracker):
         return f"list.{self.name}"
 
     def call(self, tx, args, kwargs):
+        self.check_arguments(args, kwargs)
+        as_syntax = _LIST_DUNDERS.get(self.name)
+        if as_syntax is not None:  # u.__iadd__(v) is u += v
+            return as_syntax(tx, self.obj, *args)
         items = self.obj.items
         if self.name in ("append", "extend", "insert", "pop", "clear", "reverse", "sort",
                          "remove"):
@@ -185,7 +250,7 @@ class ListMethodVariable(VariableTracker):
         elif self.name == "copy":
             return ListVariable(list(items))
         elif self.name == "sort":
-            items[:] = sort_trackers(tx, items, kwargs)
+            items[:] = sort_trackers(tx, items, kwargs, in_place=True)
         elif self.name == "remove":
             target = args[0].as_constant()
             for i, item in enumerate(items):
@@ -199,6 +264,34 @@ class ListMethodVariable(VariableTracker):
         else:
             raise Unsupported(f"list.{self.name}")
         return ConstantVariable(None)
+
+
+def _list_store(tx, obj, index, value) -> VariableTracker:
+    tx.store_subscript(obj, index, value)
+    return ConstantVariable(None)
+
+
+def _list_delete(tx, obj, index) -> VariableTracker:
+    tx.delete_subscript(obj, index)
+    return ConstantVariable(None)
+
+
+# A list's special methods called by name (``assertRaises(TypeError, u.__iadd__, None)``): what
+# the matching syntax does.
+_LIST_DUNDERS: dict[str, Any] = {
+    "__iadd__": lambda tx, obj, other: tx.binary_op(operator.iadd, obj, other),  # obj += other
+    "__imul__": lambda tx, obj, other: tx.binary_op(operator.imul, obj, other),  # obj *= n
+    "__add__": lambda tx, obj, other: tx.binary_op(operator.add, obj, other),  # obj + other
+    "__mul__": lambda tx, obj, other: tx.binary_op(operator.mul, obj, other),  # obj * n
+    "__getitem__": lambda tx, obj, index: tx.subscript(obj, index),  # obj[index]
+    "__setitem__": _list_store,  # obj[index] = value
+    "__delitem__": _list_delete,  # del obj[index]
+    "__contains__": lambda tx, obj, item: ConstantVariable(tx.contains(obj, item)),
+}
+
+
+# A tuple's special methods called by name: those of the list above that do not write.
+_TUPLE_DUNDERS = frozenset({"__add__", "__mul__", "__getitem__", "__contains__"})
 
 
 def _fold_method(obj: Any, name: str, args: list[VariableTracker], *extra: VariableTracker,
@@ -260,8 +353,9 @@ class SetVariable(VariableTracker):
         self.mutated = True
 
     def reconstruct(self, codegen: Codegen) -> str:
-        if self.frozen:
-            return codegen.constant(frozenset(self.items))
+        if self.frozen:  # one object per tracker: ``frozenset(fs) is fs`` holds after a break
+            return codegen.remember(self, lambda codegen: codegen.constant(
+                frozenset(self.items)))
         if self.source is not None:
             return codegen.source_expr(self.source)  # mutations are written back by the ledger
         return codegen.remember(self, self.reconstruct_literal)
@@ -271,7 +365,7 @@ class SetVariable(VariableTracker):
         return f"set({codegen.constant(tuple(self.items))})"
 
 
-class SetMethodVariable(VariableTracker):
+class SetMethodVariable(MethodNames, VariableTracker):
     """Set methods: mutations on the tracked set, queries folded on its constants."""
 
     # Every method that changes the set in place (the in-place operators return the set itself).
@@ -285,6 +379,7 @@ class SetMethodVariable(VariableTracker):
         self.obj, self.name = obj, name
 
     def call(self, tx, args, kwargs):
+        self.check_arguments(args, kwargs)
         values = [a.as_constant() for a in args]
         real = self.obj.python_type()(self.obj.items)
         try:
@@ -356,7 +451,7 @@ class DictVariable(VariableTracker):
         return bool(self.items)
 
     def unpack(self, tx):
-        return [key_tracker(k) for k in self.items]
+        return [key_tracker(tx, k) for k in self.items]
 
     def mapping_items(self, tx) -> dict[Any, VariableTracker]:
         return self.items
@@ -411,9 +506,17 @@ class TensorKey:
         return f"TensorKey({self.tracker!r})"
 
 
-def key_tracker(key: Any) -> VariableTracker:
-    """The tracker of a key of a dict tracker's items."""
-    return key.tracker if isinstance(key, TensorKey) else wrap_constant(key)
+def key_tracker(tx: Translator, key: Any) -> VariableTracker:
+    """A tracker for a dict's key: a constant, a tensor from the inputs (:class:`TensorKey`),
+    or a class, function or module of a registry dict (its identity is guarded with the dict's
+    keys)."""
+    if isinstance(key, TensorKey):
+        return key.tracker
+    if type(key) is tuple:
+        return TupleVariable([key_tracker(tx, item) for item in key])
+    if is_constant_value(key) or isinstance(key, enum.Enum):
+        return wrap_constant(key)
+    return tx.wrap_unguarded(key)
 
 
 def key_literal(codegen: Codegen, key: Any) -> str:
@@ -422,13 +525,33 @@ def key_literal(codegen: Codegen, key: Any) -> str:
         else codegen.constant(key)
 
 
-def hashable_key(key: VariableTracker) -> Any:
-    """A dict key's value; eager's ``TypeError: unhashable type`` for a list, a dict...; a
-    tensor from the inputs is a :class:`TensorKey`."""
+# Where a tracker of a function or a module keeps the object itself (a registry dict's key).
+_KEY_OBJECT_ATTRIBUTES = (
+    ("fn", (types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType,
+            types.WrapperDescriptorType)),  # user, builtin and skipped functions
+    ("module", (types.ModuleType,)),  # a Python module
+    ("original", (types.BuiltinFunctionType, types.FunctionType)),  # a polyfilled function
+)
+
+
+def key_value(key: VariableTracker) -> Any:
+    """The Python value a tracker stands for as a dict key: a constant's, a tensor from the
+    inputs as a :class:`TensorKey`, or the function or module itself (``del registry[len]``)."""
     tensor = getattr(key, "input_value", None)
     if tensor is not None:
         return TensorKey(tensor, key)
-    value = key.as_constant()
+    if key.is_constant():
+        return key.as_constant()
+    for attribute, kinds in _KEY_OBJECT_ATTRIBUTES:
+        value = getattr(key, attribute, None)
+        if isinstance(value, kinds):
+            return value
+    return key.as_constant()  # refused: not a constant known while tracing
+
+
+def hashable_key(key: VariableTracker) -> Any:
+    """A dict key's value; eager's ``TypeError: unhashable type`` for a list, a dict..."""
+    value = key_value(key)
     try:
         hash(value)
     except TypeError as error:
@@ -436,7 +559,7 @@ def hashable_key(key: VariableTracker) -> Any:
     return value
 
 
-class DictMethodVariable(VariableTracker):
+class DictMethodVariable(MethodNames, VariableTracker):
     """Methods of a dict of trackers."""
 
     def __init__(self, obj: DictVariable, name: str) -> None:
@@ -447,17 +570,17 @@ class DictMethodVariable(VariableTracker):
     KEYED = frozenset({"get", "__contains__", "setdefault", "pop", "__getitem__"})
 
     def call(self, tx, args, kwargs):
+        self.check_arguments(args, kwargs)
         items = self.obj.items
         name = self.name
-        if name in self.KEYED and args:
-            hashable_key(args[0])
+        key = hashable_key(args[0]) if name in self.KEYED and args else None
         if name in ("keys", "values", "items"):
             return DictViewVariable(self.obj, name)
         if name == "get":
             default = args[1] if len(args) > 1 else ConstantVariable(None)
-            return items.get(hashable_key(args[0]), default)
+            return items.get(key, default)
         if name == "__contains__":
-            return ConstantVariable(hashable_key(args[0]) in items)
+            return ConstantVariable(key in items)
         if name == "copy":
             return DictVariable(dict(items))
         self.obj.check_mutable(tx)
@@ -465,7 +588,7 @@ class DictMethodVariable(VariableTracker):
             if not items:
                 raise raise_real(KeyError("popitem(): dictionary is empty"))
             key, value = items.popitem()
-            return TupleVariable([key_tracker(key), value])
+            return TupleVariable([key_tracker(tx, key), value])
         if name == "update":
             if len(args) > 1:
                 raise raise_real(TypeError(f"update expected at most 1 argument, got "
@@ -476,9 +599,8 @@ class DictMethodVariable(VariableTracker):
             return ConstantVariable(None)
         if name == "setdefault":
             default = args[1] if len(args) > 1 else ConstantVariable(None)
-            return items.setdefault(hashable_key(args[0]), default)
+            return items.setdefault(key, default)
         if name == "pop":
-            key = hashable_key(args[0])
             if key in items:
                 return items.pop(key)
             if len(args) > 1:
@@ -519,10 +641,10 @@ class DictViewVariable(VariableTracker):
     def unpack(self, tx: Translator) -> list[VariableTracker]:
         items = self.dict.items
         if self.kind == "keys":
-            return [key_tracker(k) for k in items]
+            return [key_tracker(tx, k) for k in items]
         if self.kind == "values":
             return list(items.values())
-        return [TupleVariable([key_tracker(k), v]) for k, v in items.items()]
+        return [TupleVariable([key_tracker(tx, k), v]) for k, v in items.items()]
 
     def var_getattr(self, tx, name):
         if name == "mapping":
@@ -587,18 +709,29 @@ def _structseq_fields(cls: type) -> tuple[str, ...]:
     return tuple(by_index[i] for i in range(cls.n_sequence_fields))
 
 
-def sort_trackers(tx, items: list[VariableTracker], kwargs) -> list[VariableTracker]:
-    """Stable sort of trackers by constant values or by a key function giving constants."""
+def sort_trackers(tx, items: list[VariableTracker], kwargs,
+                  in_place: bool = False) -> list[VariableTracker]:
+    """Stable sort of trackers by constant values or by a key function giving constants.
+
+    Values that do not compare (``[1, (2,)]``) raise CPython's TypeError in the program for
+    ``sorted()``, whose list is new; ``list.sort`` then leaves the list in an order of its
+    algorithm's own, so that is a graph break (the sort runs eagerly)."""
     key = kwargs.get("key")
     reverse = kwargs.get("reverse", ConstantVariable(False)).as_constant()
     if key is None or (key.is_constant() and key.as_constant() is None):
         if not all(i.is_constant() for i in items):
             raise Unsupported("sorted() of values that are not constants")
-        order = sorted(range(len(items)), key=lambda i: items[i].as_constant(), reverse=reverse)
+        keys = [i.as_constant() for i in items]
     else:
         keys = [key.call(tx, [i], {}).as_constant() for i in items]
+    try:
         order = sorted(range(len(items)), key=lambda i: keys[i], reverse=reverse)
+    except TypeError as error:
+        if in_place:
+            raise Unsupported("list.sort() of values that do not compare") from error
+        raise raise_real(error) from error
     return [items[i] for i in order]
+
 
 
 CONTAINER_WRAPPERS.update({

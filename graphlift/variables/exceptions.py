@@ -33,6 +33,8 @@ class ExceptionVariable(VariableTracker):
             return value if value is not None else ConstantVariable(None)
         if name == "__suppress_context__":
             return ConstantVariable(self.suppress_context)
+        if name == "with_traceback":
+            return _WithTracebackVariable(self)
         raise Unsupported(f"attribute {name!r} of a traced exception")
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
@@ -56,6 +58,21 @@ class ExceptionVariable(VariableTracker):
             return self.cls(*(a.as_constant() for a in self.args))
         except Unsupported:
             return self.cls()
+
+
+class _WithTracebackVariable(VariableTracker):
+    """``exc.with_traceback`` of a traced exception: with None (unittest's ``assertRaises``
+    stores the exception so) it returns the exception itself, whose traceback is None."""
+
+    def __init__(self, exception: ExceptionVariable) -> None:
+        super().__init__()
+        self.exception = exception
+
+    def call(self, tx, args, kwargs):
+        if len(args) != 1 or kwargs or not (args[0].is_constant() and
+                                            args[0].as_constant() is None):
+            raise Unsupported("with_traceback() of a traced exception, other than with None")
+        return self.exception
 
 
 def set_cause(exception: ExceptionVariable, cause: VariableTracker) -> None:

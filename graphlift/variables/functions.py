@@ -119,9 +119,9 @@ class BaseUserFunctionVariable(VariableTracker):
     def var_getattr(self, tx, name):
         if name == "__qualname__":
             return ConstantVariable(self.qualname())
-        if name in ("__name__", "__module__", "__doc__"):
-            return ConstantVariable(getattr(self.code, "co_" + name.strip("_"), None)
-                                    if name != "__module__" else self.globals.get("__name__"))
+        if name in ("__name__", "__module__"):
+            return ConstantVariable(self.code.co_name if name == "__name__"
+                                    else self.globals.get("__name__"))
         if name == "__code__":  # read-only inspection (co_varnames, co_argcount): a constant
             return ConstantVariable(self.code)
         if name == "__get__":  # binding by hand (LRScheduler's wrapper of optimizer.step)
@@ -168,6 +168,16 @@ class UserFunctionVariable(BaseUserFunctionVariable):
 
     def is_constant(self) -> bool:
         return False
+
+    def var_getattr(self, tx, name):
+        if name in ("__name__", "__qualname__", "__doc__", "__module__"):
+            # The function's own attributes, which functools.wraps / update_wrapper rewrite
+            # (its code's names are what it was defined with), guarded when from the inputs.
+            value = getattr(self.fn, name)
+            if self.source is not None:
+                return tx.builder.wrap(value, AttrSource(self.source, name))
+            return ConstantVariable(value)
+        return super().var_getattr(tx, name)
 
     def call(self, tx, args, kwargs):
         handler = CALL_HANDLERS.get(self.fn)

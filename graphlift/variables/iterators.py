@@ -46,6 +46,7 @@ from graphlift.variables.containers import (
     ListVariable,
     SetVariable,
     TupleVariable,
+    key_tracker,
 )
 from graphlift.variables.exceptions import ExceptionVariable, stop_iteration_error, tracker_of
 
@@ -189,9 +190,11 @@ class CheckedIteratorVariable(SteppedIteratorVariable):
     only a change in the keys' order is seen.
     """
 
-    def __init__(self, container: VariableTracker, kind: str = "keys") -> None:
+    def __init__(self, container: VariableTracker, kind: str = "keys",
+                 tx: Translator | None = None) -> None:
         super().__init__([])
         self.container, self.kind = container, kind
+        self.tx = tx  # a registry dict's class or function keys need it for their trackers
         self.start = self._state()
         self.keys = self._keys()
         self.start_items = container.items
@@ -234,9 +237,12 @@ class CheckedIteratorVariable(SteppedIteratorVariable):
         if _is_deque(self.container):
             return key
         if self.kind == "keys":
-            return wrap_constant(key)
+            return self._key(key)
         value = self.container.items[key]
-        return value if self.kind == "values" else TupleVariable([wrap_constant(key), value])
+        return value if self.kind == "values" else TupleVariable([self._key(key), value])
+
+    def _key(self, key: Any) -> VariableTracker:
+        return key_tracker(self.tx, key) if self.tx is not None else wrap_constant(key)
 
 
 class EnumerateIteratorVariable(SteppedIteratorVariable):
@@ -298,9 +304,9 @@ def iterator_of(tx, value: VariableTracker) -> IteratorVariable:
     if isinstance(value, ConstantVariable) and type(value.value) is range:
         return RangeIteratorVariable(value.value)
     if isinstance(value, DictViewVariable):
-        return CheckedIteratorVariable(value.dict, value.kind)
+        return CheckedIteratorVariable(value.dict, value.kind, tx)
     if isinstance(value, (DictVariable, SetVariable)):
-        return CheckedIteratorVariable(value)
+        return CheckedIteratorVariable(value, tx=tx)
     return IteratorVariable(value.unpack(tx))
 
 

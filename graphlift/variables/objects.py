@@ -1017,6 +1017,11 @@ class BuiltinMethodVariable(VariableTracker):
             return types.MethodWrapperType
         return types.BuiltinMethodType
 
+    def var_getattr(self, tx, name):
+        if name in ("__name__", "__qualname__"):  # d.pop.__name__: the descriptor's
+            return ConstantVariable(getattr(self.descriptor, name))
+        return super().var_getattr(tx, name)
+
     def call(self, tx, args, kwargs):
         return call_builtin_descriptor(tx, self.descriptor, [self.obj, *args], kwargs)
 

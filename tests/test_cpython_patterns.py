@@ -1,0 +1,353 @@
+"""The patterns that CPython's own test suite, compiled (benchmarks/cpython_suite.py), showed
+graphlift breaking on or getting wrong; each is a pattern real libraries use too.
+
+- a dict keyed by classes, functions, modules, enum members or tuples of types (a dispatch table,
+  unittest's ``_type_equality_funcs.get(type(first))``): its keys guarded by type and identity,
+  its values traced;
+- a string made in the frame is another object than an equal one, also after a graph break
+  (``a is c``, ``operator.is_``);
+- an object stays one object across a break (``frozenset(fs) is fs``), and dies when the frame
+  drops it: a frame that takes weak references runs eagerly rather than split;
+- a break inside an ``except`` or ``finally`` block runs the frame eagerly (split, the handled
+  exception was not active in the resume function);
+- what unittest's assertions call: ``traceback.clear_frames``, ``exc.with_traceback(None)``,
+  ``re`` on constant patterns, ``__name__`` of a bound builtin method, a builtin method's own
+  TypeError for a wrong call (``{}.get()``), ``eval`` of a literal, a function's own
+  ``__name__`` and ``__doc__`` (as ``functools.update_wrapper`` rewrote them);
+- ``operator``'s functions (``setitem``, ``delitem``, ``iadd``...) on lists and dicts change the
+  program's very objects.
+
+Each case runs eagerly and under graphlift (backend ``eager``, breaks allowed): equal results,
+printed output and mutated globals; graphlift's graph and break counts are compared with
+torch.compile's, recorded (tests/reference).
+"""
+
+import contextlib
+import copy
+import dataclasses
+import enum
+import functools
+import gc
+import io
+import math
+import operator
+import re
+import sys
+import traceback
+import weakref
+from typing import Any
+
+import pytest
+import torch
+from corpus.harness import assert_same
+from reference import measure, recorded
+
+import graphlift
+from graphlift.graph_break import listeners
+from graphlift.testing import CompileCounter
+
+
+class Base:
+    pass
+
+
+class Derived(Base):
+    pass
+
+
+class Color(enum.Enum):
+    RED = 1
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+
+
+def scale(x):
+    return x * 2
+
+
+# A dispatch table keyed by types, functions, a module, enum members and a tuple of types.
+HANDLERS = {int: "int", Base: "base", str.upper: "upper", scale: "scale", len: "len",
+            math: "math", Color.RED: "red", Level.LOW: "low", (int, str): "pair"}
+
+
+# == dicts keyed by classes ======================================================================
+def registry_get_type(x, obj):
+    return x + 1, HANDLERS.get(type(obj)), HANDLERS.get(Derived, "none"), HANDLERS[Base]
+
+
+def registry_keys_and_items(x):
+    found = [key for key in HANDLERS if key in (int, math, Color.RED)]
+    pairs = [(key, value) for key, value in HANDLERS.items() if value.startswith("s")]
+    return x * 2, found, pairs, len(HANDLERS), (int, str) in HANDLERS, Level.LOW in HANDLERS
+
+
+def registry_written(x):
+    HANDLERS[Derived] = "derived"
+    del HANDLERS[len]
+    return x - 1, sorted(HANDLERS.values())
+
+
+class Checker:
+    """unittest's dispatch: ``assertEqual`` picks a method by the type of its first argument."""
+
+    def __init__(self):
+        self._type_funcs = {dict: "check_dict", list: "check_list"}
+
+    def check(self, first, second):
+        name = self._type_funcs.get(type(first))
+        return getattr(self, name)(first, second) if name is not None else first == second
+
+    def check_dict(self, first, second):
+        return sorted(first) == sorted(second)
+
+    def check_list(self, first, second):
+        return len(first) == len(second) and all(a == b for a, b in zip(first, second))
+
+
+CHECKER = Checker()
+
+
+def type_equality_dispatch(x):
+    return x.sum(), CHECKER.check({1: 2}, {1: 3}), CHECKER.check([1, 2], [1, 2]), \
+        CHECKER.check(3, 4)
+
+
+# == identity across a graph break ===============================================================
+def string_identity_across_break(x):
+    a = b = "xyzpdq"
+    c = a[:3] + b[3:]
+    y = x + 1
+    print("break")
+    return y, a is b, a is c, operator.is_(a, c), operator.is_not(a, c), c == a
+
+
+def frozenset_identity_across_break(x):
+    s = frozenset(range(3))
+    t = frozenset(s)  # CPython gives s itself
+    y = x + 1
+    print("break")
+    return y, s is t, s
+
+
+def weakref_dies_across_break(x):
+    s = set("gallahad")
+    p = weakref.proxy(s)
+    y = x + 1
+    same = str(p) == str(s)
+    s = None
+    gc.collect()
+    try:
+        str(p)
+        alive = True
+    except ReferenceError:
+        alive = False
+    return y, same, alive
+
+
+def break_in_except_block(x):
+    y = x + 1
+    try:
+        raise TypeError("foo")
+    except TypeError:
+        print("break")
+        handled = sys.exc_info()[0]
+    return y * 2, handled, sys.exc_info()[0]
+
+
+# == operator's functions on lists and dicts =====================================================
+def operator_on_containers(x):
+    a = [4, 3, 2, 1]
+    removed = operator.delitem(a, 1)
+    b = [1, 2]
+    operator.setitem(b, 0, 9)
+    c = [1]
+    same = operator.iadd(c, [2]) is c
+    d = {1: 2}
+    operator.delitem(d, 1)
+    operator.setitem(d, 3, 4)
+    return x * 3, removed, a, b, c, same, d, operator.getitem(a, 0), operator.contains(a, 2)
+
+
+# == what unittest's assertions use =============================================================
+class Expect:
+    """``assertRaises`` as a context manager, the way unittest writes it."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        traceback.clear_frames(tb)
+        self.exception = exc.with_traceback(None)
+        return issubclass(exc_type, ValueError)
+
+
+def assert_raises_pattern(x):
+    with Expect() as expected:
+        raise ValueError("invalid literal for int()")
+    message = expected.exception.args[0]
+    found = re.compile("invalid lit").search(message)
+    return x + 1, found.span(), re.escape("a.b"), re.match("z", message)
+
+
+def method_names_and_arity(x):
+    names = [m.__name__ for m in ([].append, {}.get, {1}.add, (1,).count)]
+    try:
+        {}.get()
+        error = None
+    except TypeError as e:
+        error = e.args[0]
+    return x + 1, names, [].append.__qualname__, error
+
+
+def list_methods_by_name(x):
+    u = [1]
+    u.__iadd__([2])
+    u.__setitem__(0, 5)
+    try:
+        u["a"] = 1
+    except TypeError as e:
+        first = e.args[0]
+    try:
+        u += None
+    except TypeError as e:
+        second = e.args[0]
+    return x + 1, u, first, second
+
+
+def documented(a):
+    """Scale by two."""
+    return a * 2
+
+
+def function_attributes(x):
+    def wrapper():
+        pass
+    functools.update_wrapper(wrapper, max)  # a break: runs eagerly, rewrites the attributes
+    return x + 1, wrapper.__name__, wrapper.__doc__[:3], documented.__doc__, documented.__name__
+
+
+def eval_of_literals(x):
+    return x + 1, eval(repr(False)) is False, eval("[1, (2, 'a')]")
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    fn: Any
+    make: Any  # () -> fresh positional arguments
+    graphs: int
+    breaks: int
+    # torch.compile's figures where they differ: its graphs and breaks, and whether it agrees
+    # with eager.
+    tc: tuple[int, int, bool] | None = None
+
+
+def _x() -> tuple:
+    return (torch.randn(3),)
+
+
+CASES = [
+    Case(registry_get_type, lambda: (torch.randn(3), Base()), 1, 0),
+    # torch.compile runs the frame eagerly, with no break counted.
+    Case(registry_keys_and_items, _x, 1, 0, tc=(0, 0, True)),
+    Case(registry_written, _x, 1, 0),
+    Case(type_equality_dispatch, _x, 1, 0),
+    # torch.compile's resumed frame gets `a is c` wrong (True).
+    Case(string_identity_across_break, _x, 1, 1, tc=(1, 1, False)),
+    Case(frozenset_identity_across_break, _x, 1, 1),
+    # The frame runs eagerly: split, sys.exc_info() in the resume function was None.
+    # torch.compile also runs it eagerly, with no break counted.
+    Case(break_in_except_block, _x, 0, 1, tc=(0, 0, True)),
+    # The frame runs eagerly (it takes a weak reference); torch.compile splits it and keeps
+    # the set alive (its proxy still works).
+    Case(weakref_dies_across_break, _x, 0, 1, tc=(1, 2, False)),
+    Case(assert_raises_pattern, _x, 1, 0),
+    # torch.compile's {}.get() raises another TypeError message than CPython's.
+    Case(method_names_and_arity, _x, 1, 0, tc=(1, 0, False)),
+    Case(eval_of_literals, _x, 1, 0),
+    Case(list_methods_by_name, _x, 1, 0),
+    # torch.compile traces functools.update_wrapper (no break).
+    Case(function_attributes, _x, 1, 1, tc=(1, 0, True)),
+    # torch.compile breaks at each operator function on a list or dict.
+    Case(operator_on_containers, _x, 1, 0, tc=(1, 4, True)),
+]
+
+
+def _run(fn, c: Case, seed: int) -> tuple[Any, str, dict]:
+    """Call ``fn`` on the case's arguments made after seeding, on a fresh ``HANDLERS``; the
+    result, what it printed, and ``HANDLERS`` afterwards."""
+    saved = dict(HANDLERS)
+    torch.manual_seed(seed)
+    args = c.make()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()) as printed:
+            result = fn(*args)
+        return result, printed.getvalue(), copy.copy(HANDLERS)
+    finally:
+        HANDLERS.clear()
+        HANDLERS.update(saved)
+
+
+def _torch_compile_figures(c: Case) -> dict:
+    """torch.compile's graphs and breaks for a case, and whether it agreed with eager."""
+    import torch._dynamo.testing
+    import torch._dynamo.utils
+
+    torch._dynamo.utils.counters.clear()
+    counter = torch._dynamo.testing.CompileCounter()
+    compiled = torch.compile(c.fn, backend=counter)
+    try:
+        assert_same(_run(c.fn, c, 0), _run(compiled, c, 0))
+        same = True
+    except AssertionError:
+        same = False
+    breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
+    return {"same_as_eager": same, "graphs": counter.frame_count, "breaks": breaks}
+
+
+for _c in CASES:
+    measure(f"cpython_patterns/{_c.fn.__name__}", functools.partial(_torch_compile_figures, _c))
+
+
+@pytest.mark.parametrize("c", CASES, ids=[c.fn.__name__ for c in CASES])
+def test_pattern(c: Case) -> None:
+    """Eager and graphlift agree (twice: the second call is a cache hit); graphlift's graphs and
+    breaks are the expected ones, and torch.compile's recorded ones, or the worse ones in
+    ``tc``."""
+    graphlift.reset()
+    seen: list = []
+    listeners.append(seen.append)
+    try:
+        counter = CompileCounter()
+        compiled = graphlift.compile(c.fn, backend=counter)
+        for seed in (0, 1):
+            assert_same(_run(c.fn, c, seed), _run(compiled, c, seed))
+    finally:
+        listeners.remove(seen.append)
+    assert (counter.frame_count, len(seen)) == (c.graphs, c.breaks), [str(b) for b in seen]
+    assert graphlift.stats(c.fn).compiles == 1  # the second call hit the cache
+    theirs = recorded(f"cpython_patterns/{c.fn.__name__}")
+    graphs, breaks, same = c.tc or (c.graphs, c.breaks, True)
+    assert theirs == {"same_as_eager": same, "graphs": graphs, "breaks": breaks}
+
+
+def test_registry_keys_are_guarded_by_identity() -> None:
+    """An int key in place of an equal IntEnum member, or another class in place of a key,
+    fails the guard: the frame compiles anew and gives eager's answer."""
+    def lookup():
+        return [HANDLERS.get(key) for key in (1, Level.LOW, Base, Derived)]
+
+    compiled = graphlift.compile(lookup, backend="eager")
+    saved = dict(HANDLERS)
+    try:
+        assert compiled() == lookup() == ["low", "low", "base", None]
+        del HANDLERS[Level.LOW]
+        HANDLERS[1] = "one"  # equal to Level.LOW, another key
+        assert compiled() == lookup() == ["one", "one", "base", None]
+        HANDLERS[Derived] = HANDLERS.pop(Base)
+        assert compiled() == lookup() == ["one", "one", None, "base"]
+    finally:
+        HANDLERS.clear()
+        HANDLERS.update(saved)
+    assert graphlift.stats(lookup).compiles == 3
