@@ -88,6 +88,11 @@ import dis
 import functools
 import types
 import weakref
+
+# Bound here, not looked up in builtins at each call: routing runs inside the program's frames,
+# where a program may replace ``builtins.len`` (CPython's test_functools wraps it in an
+# lru_cache, which then refused the set that _route_object measures).
+from builtins import getattr, isinstance, len, next, type, vars  # noqa: UP029
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any

@@ -22,6 +22,7 @@ printed output and mutated globals; graphlift's graph and break counts are compa
 torch.compile's, recorded (tests/reference).
 """
 
+import builtins
 import contextlib
 import copy
 import dataclasses
@@ -70,6 +71,22 @@ def scale(x):
 # A dispatch table keyed by types, functions, a module, enum members and a tuple of types.
 HANDLERS = {int: "int", Base: "base", str.upper: "upper", scale: "scale", len: "len",
             math: "math", Color.RED: "red", Level.LOW: "low", (int, str): "pair"}
+
+
+# == a builtin the program replaces for a while ===================================================
+def builtin_len_replaced(x):
+    # CPython's test_lru_reentrancy_with_len: builtins.len wrapped in an lru_cache for a while.
+    # graphlift's routing of the eagerly run frame measured a set with the program's len, which
+    # refused it (TypeError: unhashable type).
+    old_len = builtins.len
+    out = []
+    try:
+        builtins.len = functools.lru_cache(4)(len)
+        for i in [0, 0, 1, 2, 3, 3, 1]:
+            out.append(len("abcdefg"[:i]))
+    finally:
+        builtins.len = old_len
+    return x + 1, out
 
 
 # == dicts keyed by classes ======================================================================
@@ -271,6 +288,9 @@ CASES = [
     Case(function_attributes, _x, 1, 1, tc=(1, 0, True)),
     # torch.compile breaks at each operator function on a list or dict.
     Case(operator_on_containers, _x, 1, 0, tc=(1, 4, True)),
+    # The frame runs eagerly (a break at lru_cache); torch.compile also runs it eagerly, with
+    # no break counted.
+    Case(builtin_len_replaced, _x, 0, 1, tc=(0, 0, True)),
 ]
 
 
