@@ -42,6 +42,7 @@ from __future__ import annotations
 import builtins
 import ctypes
 import functools
+import operator
 import os
 import sys
 import threading
@@ -674,6 +675,22 @@ def _parameter_list(fn: types.FunctionType, namespace: dict[str, Any]) -> str:
 
 
 # -- the miss path -----------------------------------------------------------------------------
+# The builtins as graphlift found them. graphlift's own Python code (guards, the cache, the
+# translator) calls builtins by name, so while a program has replaced one (CPython's
+# test_functools wraps builtins.len in an lru_cache for a while) a miss runs the frame eagerly
+# instead of compiling or trying other entries with the program's len.
+# Only the builtin functions and classes: ``_`` (the REPL's last value), ``help`` or ``exit``
+# may change without graphlift calling them.
+_BUILTIN_NAMES, _BUILTIN_VALUES = zip(*(
+    (name, value) for name, value in vars(builtins).items()
+    if not name.startswith("_") and isinstance(value, type | types.BuiltinFunctionType)))
+
+
+def builtins_replaced() -> bool:
+    """Whether the program has rebound (or deleted) a builtin (``builtins.len = ...``)."""
+    return any(map(operator.is_not, map(vars(builtins).get, _BUILTIN_NAMES), _BUILTIN_VALUES))
+
+
 def _on_miss(fn: types.FunctionType, state: ExtraState, options: CompileOptions,
              run_eagerly: Callable, args: tuple) -> Any:
     """The head entry's guards failed: try the others, then compile or fall back."""
@@ -686,6 +703,11 @@ def _on_miss(fn: types.FunctionType, state: ExtraState, options: CompileOptions,
         first = 0  # a stance was set: the fast path did not try the head either
     now = stance.current()
     if now.force_eager or modes_active():  # no entry runs under a mode (see modes_active)
+        return run_eagerly(*args)
+    if builtins_replaced():
+        if logs.enabled("recompiles"):
+            logs.emit("recompiles", f"{fn.__qualname__} runs eagerly: the program has replaced "
+                      "a builtin (graphlift's guards and compiler call builtins by name)")
         return run_eagerly(*args)
     options = now.options_for(options)  # force_backend
     entry = _lookup(state, options, args, first)

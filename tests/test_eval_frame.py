@@ -4,6 +4,7 @@ Every test runs the function eagerly and compiled and compares the results; coun
 ``graphlift.stats``, ``graphlift.cache_entries`` and ``CompileCounter``, never from timing.
 """
 
+import builtins
 import contextlib
 import dataclasses
 import functools
@@ -535,3 +536,26 @@ def test_get_state_is_freed_with_an_uncalled_function():
     del namespace, compiled
     gc.collect()
     assert state_ref() is None
+
+
+def test_a_miss_while_the_program_replaced_a_builtin_runs_eagerly():
+    # graphlift's guards and compiler call builtins by name: while a program has rebound one
+    # (CPython's test_lru_reentrancy_with_len wraps len in an lru_cache, which refuses the sets
+    # and lists graphlift measures), a miss runs the frame eagerly; once it is back, the next
+    # miss compiles. torch.compile (C++ guards) compiles here: 1 graph where graphlift has 0
+    # until len is restored (docs/coverage.md).
+    def f(x, items):
+        return x * len(items)
+
+    counter = CompileCounter()
+    compiled = graphlift.compile(f, backend=counter)
+    x, original = torch.ones(2), builtins.len
+    builtins.len = functools.lru_cache(4)(original)
+    try:
+        assert torch.equal(compiled(x, (1, 2)), f(x, (1, 2)))
+        assert (counter.frame_count, graphlift.stats(f).compiles) == (0, 0)
+    finally:
+        builtins.len = original
+    assert torch.equal(compiled(x, (1, 2, 3)), x * 3)
+    assert (counter.frame_count, graphlift.stats(f).compiles) == (1, 1)
+
