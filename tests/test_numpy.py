@@ -209,6 +209,18 @@ def test_only_floating_sums_leave_torch_numpy():
     assert targets.count("graphlift.numpy_ordered.default") == 1 and "numpy_sum" in targets
 
 
+def average_and_weights(x):
+    a = x.numpy()
+    return np.average(a, axis=0, weights=a[:, 0] * 0 + 1, returned=True)
+
+
+def test_a_numpy_call_with_two_results_stays_in_torch_numpy():
+    # np.average(..., returned=True) gives (average, sum of weights): the NumPy-order operator
+    # returns one array, so this call keeps torch._numpy's node (no break under fullgraph).
+    compiled = graphlift.compile(average_and_weights, fullgraph=True)
+    assert_same_numpy(average_and_weights(wavy()), compiled(wavy()))
+
+
 def test_the_same_array_returned_twice_is_one_object():
     first, second = graphlift.compile(same_array_twice)(m23())
     assert first is second

@@ -376,9 +376,9 @@ def call_numpy(tx: Translator, fn: Any, name: str, args: list[VariableTracker],
 
 def _floating_call(args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> bool:
     """A call whose additions are floating: a floating or complex array among the arguments, or
-    a ``dtype`` asked for (np.sum(ints, dtype=np.float32)). ``out=`` (a write) is left to
-    torch._numpy."""
-    if "out" in kwargs:
+    a ``dtype`` asked for (np.sum(ints, dtype=np.float32)). ``out=`` (a write) and
+    ``returned=`` (a pair of results; the operator returns one array) are left to torch._numpy."""
+    if "out" in kwargs or "returned" in kwargs:  # a write; np.average's (average, weights)
         return False
     return "dtype" in kwargs or any(
         isinstance(a, NumpyArrayVariable) and a.dtype.kind in FLOATING_KINDS
