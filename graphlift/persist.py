@@ -83,7 +83,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from graphlift import bytecode, logs
+from graphlift import bytecode, logs, module_structure
 from graphlift.backends import call_graph_callable, lookup_backend
 from graphlift.cache import CacheEntry, ExtraState
 from graphlift.config import config
@@ -100,14 +100,6 @@ EXAMPLES_NOT_NEEDED = frozenset({"eager"})  # backends compiling the graph witho
 
 class NotPortable(Exception):
     """A value that cannot be written as data and rebound in another process."""
-
-
-def _module_structure() -> types.ModuleType:
-    """``graphlift.module_structure``, imported on first use: loading an entry without module
-    guards does not need it."""
-    from graphlift import module_structure  # deferred: see above
-
-    return module_structure
 
 
 # -- values ------------------------------------------------------------------------------------
@@ -127,7 +119,7 @@ def _encode(value: Any) -> Any:
     kind = type(value)
     if isinstance(value, (torch.nn.Module, torch.Tensor)) and id(value) in _pinned_members:
         return {"member": _pinned_members[id(value)]}
-    if value is _module_structure().STRUCTURE_VERSION:  # the module guards' process-wide counter
+    if value is module_structure.STRUCTURE_VERSION:  # the module guards' process-wide counter
         return {"import": ["graphlift.module_structure", "STRUCTURE_VERSION"]}
     if kind is ResumePoint:
         return {"resume": _encode_resume(value)}
@@ -492,13 +484,13 @@ def _encode_entry(entry: CacheEntry) -> dict[str, Any]:
 # structure passes there and any other fails.
 def _encode_structure(guards: CompiledGuards, source: Any, structure: Callable[[Any], int],
                       sid: int) -> dict[str, Any]:
-    if structure is not _module_structure().structure_id:
+    if structure is not module_structure.structure_id:
         raise NotPortable("a module guarded by an unknown structure function")
     text = f"nn_module_structure({source.name()}) == {sid}"
     found = [g for g in guards.guards if g.kind is GuardKind.NN_MODULE and g.text == text]
     if len(found) != 1:
         raise NotPortable(f"a structure guard not found once ({text})")
-    return {"sid": sid, "key": _portable(_module_structure().key_of_structure_id(sid)),
+    return {"sid": sid, "key": _portable(module_structure.key_of_structure_id(sid)),
             "check": found[0].check, "text": text,
             "local": source.local_name if isinstance(source, LocalSource) else None}
 
@@ -532,7 +524,7 @@ def _version_guard(guards: CompiledGuards) -> dict[str, Any]:
     if len(found) != 1:
         raise NotPortable("a pinned module without one structure version guard")
     return {"check": found[0].check, "text": found[0].text,
-            "value": _module_structure().STRUCTURE_VERSION.value}
+            "value": module_structure.STRUCTURE_VERSION.value}
 
 
 def _rebind_pinned(data: dict[str, Any], replace: dict[str, str]) -> list:
@@ -541,13 +533,13 @@ def _rebind_pinned(data: dict[str, Any], replace: dict[str, str]) -> list:
     roots = []
     for module_name, global_name in data["pinned"]:
         module = _resolve(module_name, global_name)
-        watch = _module_structure().watch
+        watch = module_structure.watch
         for m in module.modules():
             watch(m)
         roots.append((GlobalSource(global_name), weakref.ref(module)))
     if data["version"] is not None:
         _replace_suffix(replace, data["version"], data["version"]["value"],
-                        _module_structure().STRUCTURE_VERSION.value)
+                        module_structure.STRUCTURE_VERSION.value)
     return roots
 
 
@@ -565,10 +557,10 @@ def _renumber(structures: list[dict[str, Any]],
     limit counts by)."""
     roots = []
     for item in structures:
-        sid = _module_structure().structure_id_of_key(_decode(item["key"]))
+        sid = module_structure.structure_id_of_key(_decode(item["key"]))
         _replace_suffix(replace, item, item["sid"], sid)
         if item["local"] is not None:
-            roots.append((LocalSource(item["local"]), _module_structure().structure_id, sid))
+            roots.append((LocalSource(item["local"]), module_structure.structure_id, sid))
     if not replace:
         return (lambda text: text), roots
     # One pass, whole checks only (``== 3`` is not a prefix of ``== 30``).
