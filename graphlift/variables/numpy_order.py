@@ -22,6 +22,7 @@ from NumPy's LAPACK / pocketfft in the last bits.
 from __future__ import annotations
 
 import ast
+import functools
 import operator
 from typing import Any
 
@@ -70,15 +71,9 @@ def _decode(options: str, arrays: list[Any]) -> tuple[list[Any], dict[str, Any]]
     return fill(args), {k: fill(v) for k, v in kwargs.items()}
 
 
-def _numpy_function(name: str) -> Any:
-    fn: Any = np
-    for part in name.split("."):
-        fn = getattr(fn, part)
-    return fn
-
-
-def _torch_numpy_function(name: str) -> Any:
-    fn: Any = tnp
+def _resolve(root: Any, name: str) -> Any:
+    """``name`` ("sum", "linalg.norm") in NumPy (``root`` np) or in torch._numpy (tnp)."""
+    fn = root
     for part in name.split("."):
         fn = getattr(fn, part)
     return fn
@@ -88,7 +83,7 @@ def _meta_result(name: str, tensors: list[torch.Tensor], options: str) -> torch.
     """What torch._numpy makes of the call: the result's shape and dtype (NumPy's)."""
     arrays = [tnp.ndarray(t) for t in tensors]
     args, kwargs = _decode(options, arrays)
-    result = _torch_numpy_function(name)(*args, **kwargs)
+    result = _resolve(tnp, name)(*args, **kwargs)
     return result.tensor if isinstance(result, tnp.ndarray) else torch.as_tensor(result)
 
 
@@ -97,11 +92,20 @@ def numpy_ordered(name: str, tensors: list[torch.Tensor], options: str) -> torch
     """NumPy's ``name`` on the tensors' data, with NumPy's order of additions."""
     arrays = [t.resolve_conj().resolve_neg().numpy() for t in tensors]
     args, kwargs = _decode(options, arrays)
-    result = torch.from_numpy(np.array(_numpy_function(name)(*args, **kwargs)))
-    meta = _meta_result(name, [t.to("meta") for t in tensors], options)
+    result = torch.from_numpy(np.array(_resolve(np, name)(*args, **kwargs)))
+    dtype, shape = _result_spec(name, options, tuple((t.shape, t.dtype) for t in tensors))
     # torch._numpy and NumPy agree on result dtypes for these functions; the cast keeps the
     # graph's metadata true if a NumPy version ever differs.
-    return result.to(meta.dtype).reshape(meta.shape)
+    return result.to(dtype).reshape(shape)
+
+
+@functools.lru_cache(maxsize=256)
+def _result_spec(name: str, options: str, specs: tuple) -> tuple[torch.dtype, torch.Size]:
+    """The result's dtype and shape for inputs of these shapes and dtypes, asked of
+    torch._numpy on meta tensors once per kind of call (the kernel runs on every graph call)."""
+    meta = _meta_result(name, [torch.empty(shape, dtype=dtype, device="meta")
+                               for shape, dtype in specs], options)
+    return meta.dtype, meta.shape
 
 
 @numpy_ordered.register_fake
