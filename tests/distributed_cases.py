@@ -1,20 +1,19 @@
 """The cases of tests/test_distributed.py, run by each of two gloo processes on 127.0.0.1.
 
-``python tests/distributed_cases.py RANK WORLD PORT OUT`` joins the group and runs every case of
-``CASES`` in two phases: its ``graphlift`` phase runs it eagerly and under graphlift, its
-``torch_compile`` phase (where it has one) under torch.compile (backend "eager" or a counter).
-It writes one JSON file per rank with what it measured, each case's two phases merged into one
-dict: whether graphlift's results and side effects equal eager's, and the graph and break counts
-of both compilers. The test reads them.
+``python tests/distributed_cases.py RANK WORLD PORT OUT PHASE`` joins the group and runs the
+``PHASE`` of every case of ``CASES``: ``graphlift`` runs each case eagerly and under graphlift,
+``torch_compile`` (where a case has one) under torch.compile (backend "eager" or a counter). It
+writes one JSON file per rank with what it measured: whether graphlift's results and side effects
+equal eager's and graphlift's graph and break counts, or torch.compile's counts and results.
 
-The order: the graphlift phases of all cases first, then the torch.compile phases of all cases.
-torch.compile's first call changes torch for the whole process (it turns off
-``torch.distributions`` argument validation and wraps every optimizer's ``_init_group`` in
-``torch._dynamo.disable``), so a graphlift measurement after it would test graphlift on a torch no
-user has. The phases of a case therefore share nothing: each builds its inputs and models anew,
-seeded, and the torch.compile phase measures its own eager reference. The JSON also says, under
-``MARKS``, whether those changes were there when the last graphlift phase ended (they must not
-be) and at the end (they must be: the check sees them).
+The two kinds of phase run in separate processes: torch.compile's first call changes torch for the
+whole process (it turns off ``torch.distributions`` argument validation and wraps every
+optimizer's ``_init_group`` in ``torch._dynamo.disable``), so a graphlift measurement after it
+would test graphlift on a torch no user has. The suite runs only the graphlift phases; the
+torch.compile phases are its recorded reference (tests/reference), run again when a case changes.
+Each phase therefore builds its inputs and models anew, seeded, and measures its own eager
+reference. The JSON also says, under ``MARKS``, whether those changes were there at the end (after
+graphlift's phases they must not be; after torch.compile's they must: the check sees them).
 
 One pair of processes runs every case: starting one costs seconds (importing torch). After each
 phase of each case both ranks meet in a barrier, so that a case that failed on one rank does not
@@ -41,7 +40,7 @@ Phase = Callable[[int], dict[str, Any]]  # takes the rank, returns what it measu
 @dataclass(frozen=True)
 class Case:
     """``graphlift``: the case run eagerly and under graphlift; ``torch_compile``: under
-    torch.compile, after every case's graphlift phase (None: the case has no such figure)."""
+    torch.compile, in a process of its own (None: the case has no such figure)."""
 
     graphlift: Phase
     torch_compile: Phase | None = None
@@ -619,7 +618,12 @@ def _run_phase(result: dict[str, Any], phase: Phase, rank: int) -> None:
     dist.barrier()  # a case that failed on one rank must not shift the other's
 
 
-def main(rank: int, world: int, port: int, out: str) -> None:
+PHASES = ("graphlift", "torch_compile")
+
+
+def main(rank: int, world: int, port: int, out: str, phase: str) -> None:
+    if phase not in PHASES:
+        raise ValueError(f"phase {phase!r} is not one of {PHASES}")
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     import graphlift
@@ -629,21 +633,17 @@ def main(rank: int, world: int, port: int, out: str) -> None:
     _SUBGROUP.append(dist.new_group([0, 1]))
     only = os.environ.get("GRAPHLIFT_DIST_CASES")  # a comma-separated subset, while debugging
     cases = {name: case for name, case in CASES.items() if not only or name in only.split(",")}
-    results: dict[str, Any] = {name: {} for name in cases}
-    # Every graphlift phase before torch.compile's first call (see the docstring), then every
-    # torch.compile phase.
+    results: dict[str, Any] = {}
     for name, case in cases.items():
-        _run_phase(results[name], case.graphlift, rank)
-    marks = {"when_graphlift_ended": _torch_compile_marks()}
-    for name, case in cases.items():
-        if case.torch_compile is not None:
-            _run_phase(results[name], case.torch_compile, rank)
-    marks["at_the_end"] = _torch_compile_marks()
-    results[MARKS] = marks
+        run = getattr(case, phase)
+        if run is not None:
+            results[name] = {}
+            _run_phase(results[name], run, rank)
+    results[MARKS] = _torch_compile_marks()
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
         json.dump(results, f)
     dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5])

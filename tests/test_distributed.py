@@ -1,28 +1,30 @@
 """torch.distributed under graphlift, on two gloo processes over 127.0.0.1 (issue 18).
 
-One pair of processes (``tests/distributed_cases.py``) runs every case, eagerly, under graphlift
-and under torch.compile, and writes what it measured; each test here checks one case on both
-ranks: graphlift's results and side effects equal eager's, and its graph and break counts are
-torch.compile's (or differ where the table below says why).
-
-In each process every case's eager and graphlift measurements come first, and only then any
-torch.compile: its first call changes torch for the whole process (``torch.distributions``
-argument validation off, optimizers' ``_init_group`` wrapped in ``torch._dynamo.disable``), and
-graphlift measured after it would be measured on a torch no user has.
-``test_graphlift_measured_before_torch_compile_ran`` keeps that order.
+One pair of processes (``tests/distributed_cases.py``) runs every case, eagerly and under
+graphlift, and writes what it measured; each test here checks one case on both ranks: graphlift's
+results and side effects equal eager's, and its graph and break counts are torch.compile's (or
+differ where the table below says why). torch.compile's side of each case is measured by another
+pair of processes and recorded (tests/reference), never run by the suite: its first call changes
+torch for the whole process (``torch.distributions`` argument validation off, optimizers'
+``_init_group`` wrapped in ``torch._dynamo.disable``), and graphlift measured after it would be
+measured on a torch no user has. ``test_graphlift_measured_on_an_unchanged_torch`` checks that.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
+import distributed_cases
 import pytest
 import torch
+from reference import measure, recorded
 
 if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
@@ -60,16 +62,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory) -> list[dict]:
-    """Run every case on two processes; the results of rank 0 and rank 1."""
-    out = tmp_path_factory.mktemp("distributed")
+def _run_ranks(phase: str, out: Path, cases: dict) -> list[dict]:
+    """Run ``phase`` of ``cases`` (tests/distributed_cases.py) on two processes; what rank 0
+    and rank 1 measured."""
     port = _free_port()
-    env = {**os.environ, "OMP_NUM_THREADS": "1",
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "GRAPHLIFT_DIST_CASES": ",".join(cases),
            "PYTHONPATH": os.pathsep.join([str(CASES_FILE.parent.parent),
                                           os.environ.get("PYTHONPATH", "")])}
     procs = [subprocess.Popen([sys.executable, str(CASES_FILE), str(rank), str(WORLD),
-                               str(port), str(out)], env=env, stdout=subprocess.PIPE,
+                               str(port), str(out), phase], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for rank in range(WORLD)]
     logs = []
     try:
@@ -86,13 +87,42 @@ def results(tmp_path_factory) -> list[dict]:
     return [json.loads((out / f"rank{rank}.json").read_text()) for rank in range(WORLD)]
 
 
-def test_graphlift_measured_before_torch_compile_ran(results):
+def _torch_compile_figures(cases: dict) -> list[dict]:
+    """torch.compile's side of ``cases`` on both ranks. A measure."""
+    with tempfile.TemporaryDirectory() as out:
+        return _run_ranks("torch_compile", Path(out), cases)
+
+
+TORCH_COMPILE = measure("distributed/torch_compile", functools.partial(
+    _torch_compile_figures, {name: case for name, case in distributed_cases.CASES.items()
+                             if case.torch_compile is not None}))
+
+
+@pytest.fixture(scope="module")
+def graphlift_results(tmp_path_factory) -> list[dict]:
+    """graphlift's side of every case, on rank 0 and rank 1."""
+    return _run_ranks("graphlift", tmp_path_factory.mktemp("distributed"),
+                      distributed_cases.CASES)
+
+
+@pytest.fixture(scope="module")
+def results(graphlift_results) -> list[dict]:
+    """What each case measured under graphlift, with torch.compile's recorded figures (its
+    ``tc_`` keys) merged in, on rank 0 and rank 1."""
+    merged = []
+    for ours, theirs in zip(graphlift_results, recorded(TORCH_COMPILE)):
+        merged.append({name: {**got, **theirs.get(name, {})} for name, got in ours.items()
+                       if name != distributed_cases.MARKS})
+    return merged
+
+
+def test_graphlift_measured_on_an_unchanged_torch(graphlift_results):
     """On both ranks, torch.compile had not changed torch (the marks of conftest's
-    ``torch_compile_has_run``) when the last graphlift phase ended, and had by the end: the
-    check sees its marks."""
-    marks = [r["_torch_compile_marks"] for r in results]
-    assert [m["when_graphlift_ended"] for m in marks] == [False] * WORLD
-    assert [m["at_the_end"] for m in marks] == [True] * WORLD
+    ``torch_compile_has_run``) when graphlift's cases ended; in torch.compile's processes it had:
+    the check sees its marks."""
+    marks = distributed_cases.MARKS
+    assert [r[marks] for r in graphlift_results] == [False] * WORLD
+    assert [r[marks] for r in recorded(TORCH_COMPILE)] == [True] * WORLD
 
 
 def _case(results: list[dict], name: str) -> list[dict]:
