@@ -16,6 +16,7 @@ from typing import Any
 import torch
 import torch.fx
 import torch.utils._pytree as pytree
+from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
@@ -497,7 +498,9 @@ def _tensor_scalar_stand_in(op: str, target: Any, args: list,
 def _run_fake(tx, op, target, fake_args, fake_kwargs, effects: EffectRecorder):
     name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
     try:
-        with tx.output.fake_mode, effects:
+        # The Python dispatcher runs the SymInt-aware Python kernels of composite ops: without
+        # it their C++ kernels read sizes as ints (F.pad calls aten.size), pinning symbols.
+        with tx.output.fake_mode, enable_python_dispatcher(), effects:
             if op == "call_method":
                 return getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
             return target(*fake_args, **fake_kwargs)

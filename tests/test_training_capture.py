@@ -1,0 +1,162 @@
+"""Training code captured as torch.compile captures it: results and gradients equal eager's, and
+graph counts equal torch.compile's, recorded (tests/reference).
+
+Each case is a function and the calls made to it. The figure compared is the number of graphs
+compiled over all the calls (so recompiles too: a size pinned where torch.compile keeps it
+symbolic shows up as one graph per size).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from reference import measure, recorded
+
+import graphlift
+from graphlift.testing import CompileCounter
+
+
+def graphs_over(compile: Callable, counter: Any, fn: Callable, calls: list[tuple]) -> list:
+    """Call ``compile(fn, backend=counter)`` once per argument tuple; the results."""
+    compiled = compile(fn, backend=counter)
+    return [compiled(*args) for args in calls]
+
+
+def _torch_compile_graphs(case: str) -> int:
+    """torch.compile's graphs over one case's calls. A measure."""
+    import torch._dynamo.testing
+
+    fn, calls = CASES[case]
+    counter = torch._dynamo.testing.CompileCounter()
+    graphs_over(torch.compile, counter, fn, calls())
+    return counter.frame_count
+
+
+def check_case(case: str) -> None:
+    """Eager's results, and torch.compile's graph count."""
+    fn, calls = CASES[case]
+    counter = CompileCounter()
+    args = calls()
+    got = graphs_over(graphlift.compile, counter, fn, args)
+    expected = [fn(*a) for a in args]
+    torch.testing.assert_close(got, expected)
+    assert counter.frame_count == recorded(f"training/{case}")
+
+
+# -- dynamic sizes kept symbolic through ops that take sizes -----------------------------------
+def _lengths() -> list[tuple]:
+    """One 2-row tensor per length 4 to 8: the second size turns dynamic on the second call."""
+    torch.manual_seed(0)
+    return [(torch.randn(2, n),) for n in range(4, 9)]
+
+
+def _int_lengths() -> list[tuple]:
+    torch.manual_seed(0)
+    return [(torch.randint(0, 9, (2, n)),) for n in range(4, 9)]
+
+
+def shift_labels(labels):
+    """transformers' causal-LM loss: labels padded by one, then shifted."""
+    return F.pad(labels, (0, 1), value=-100)[..., 1:].contiguous()
+
+
+def pad_both_sides(x):
+    return F.pad(x, (1, 2, 0, 1))
+
+
+def interpolate_to_twice(x):
+    return F.interpolate(x[None], size=x.shape[1] * 2)
+
+
+def new_full_one_longer(x):
+    return x.new_full((x.shape[0], x.shape[1] + 1), 3.0)[:, 1:] + x
+
+
+def expand_a_column(x):
+    return x[:, :1].expand(x.shape[0], x.shape[1]) + x[:, None, :].expand(-1, x.size(1), -1).sum(1)
+
+
+def repeat_then_cut(x):
+    return x.repeat(1, 2)[:, : x.shape[1]] + x
+
+
+def view_flat(x):
+    return x.view(x.shape[0] * x.shape[1]) + x.reshape(-1, x.size(1)).flatten()
+
+
+CASES: dict[str, tuple[Callable, Callable[[], list[tuple]]]] = {
+    "pad_labels": (shift_labels, _int_lengths),
+    "pad_both_sides": (pad_both_sides, _lengths),
+    "interpolate": (interpolate_to_twice, _lengths),
+    "new_full": (new_full_one_longer, _lengths),
+    "expand": (expand_a_column, _lengths),
+    "repeat": (repeat_then_cut, _lengths),
+    "view": (view_flat, _lengths),
+}
+SIZE_CASES = list(CASES)
+
+
+@pytest.mark.parametrize("case", SIZE_CASES)
+def test_sizes_stay_symbolic_through_ops_that_take_sizes(case):
+    check_case(case)
+
+
+# A tiny causal LM trained over four sequence lengths, labels=input_ids: the loss pads the
+# labels (F.pad), which used to pin the sequence length (one graph per length).
+LM_LENGTHS = range(4, 8)
+
+
+def _tiny_llama() -> torch.nn.Module:
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.AutoConfig.for_model(
+        "llama", vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=2, intermediate_size=64, max_position_embeddings=32)
+    config.use_cache = False
+    config._attn_implementation = "eager"
+    return transformers.LlamaForCausalLM(config)
+
+
+def _train_lm(compile: Callable, counter: Any, model: torch.nn.Module) -> list[torch.Tensor]:
+    """Losses over the lengths; the gradients accumulate in ``model``."""
+    def step(ids):
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        return loss.detach()
+
+    compiled = compile(step, backend=counter) if counter is not None else step
+    generator = torch.Generator().manual_seed(1)
+    return [compiled(torch.randint(3, 64, (2, n), generator=generator)) for n in LM_LENGTHS]
+
+
+def _torch_compile_lm_graphs() -> int:
+    import torch._dynamo.testing
+
+    counter = torch._dynamo.testing.CompileCounter()
+    _train_lm(torch.compile, counter, _tiny_llama())
+    return counter.frame_count
+
+
+measure("training/causal_lm_lengths", _torch_compile_lm_graphs)
+
+
+def test_causal_lm_trained_over_lengths_compiles_as_torch_compile():
+    model = _tiny_llama()
+    eager_model = copy.deepcopy(model)
+    counter = CompileCounter()
+    got = _train_lm(graphlift.compile, counter, model)
+    expected = _train_lm(None, None, eager_model)
+    torch.testing.assert_close(got, expected)
+    for mine, eager in zip(model.parameters(), eager_model.parameters(), strict=True):
+        torch.testing.assert_close(mine.grad, eager.grad)
+    assert counter.frame_count == recorded("training/causal_lm_lengths")
+
+
+for _case in SIZE_CASES:
+    measure(f"training/{_case}", functools.partial(_torch_compile_graphs, _case))
