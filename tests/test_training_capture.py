@@ -158,5 +158,110 @@ def test_causal_lm_trained_over_lengths_compiles_as_torch_compile():
     assert counter.frame_count == recorded("training/causal_lm_lengths")
 
 
-for _case in SIZE_CASES:
+
+# -- torch.inference_mode blocks ---------------------------------------------------------------
+def _leaf() -> list[tuple]:
+    """Two calls on one input that requires grad."""
+    torch.manual_seed(0)
+    x = torch.randn(3, requires_grad=True)
+    return [(x,), (x,)]
+
+
+def eval_inside_a_step(x):
+    """A loss with grad, then a metric under inference mode: no history, an inference tensor."""
+    loss = (x * 2).sum()
+    with torch.inference_mode():
+        metric = x.sin() + 1
+    return loss, metric, metric.requires_grad, metric.is_inference()
+
+
+@torch.inference_mode()
+def _inference_helper(x):
+    return x.cos() + 1
+
+
+def decorated_callee(x):
+    return _inference_helper(x * 2), (x * 3).sum()
+
+
+def grad_inside_inference_mode(x):
+    with torch.inference_mode():
+        with torch.inference_mode(False):
+            y = x * 3
+        z = x + 1
+    return y, z, y.requires_grad, z.requires_grad
+
+
+CASES.update({
+    "inference_mode/eval_inside_a_step": (eval_inside_a_step, _leaf),
+    "inference_mode/decorated_callee": (decorated_callee, _leaf),
+    "inference_mode/grad_inside": (grad_inside_inference_mode, _leaf),
+})
+INFERENCE_CASES = [case for case in CASES if case.startswith("inference_mode/")]
+
+
+@pytest.mark.parametrize("case", INFERENCE_CASES)
+def test_inference_mode_blocks_are_traced(case):
+    check_case(case)
+
+
+def test_inference_mode_block_through_aot_eager_keeps_gradients():
+    torch.manual_seed(0)
+    x = torch.randn(3, requires_grad=True)
+    compiled = graphlift.compile(grad_inside_inference_mode, backend="aot_eager")
+    y, z, *flags = compiled(x)
+    y.sum().backward()
+    # (z is no inference tensor here: AOTAutograd makes the graph's outputs, under
+    # torch.compile too; the eager backend's z is one, as eager's.)
+    assert flags == [True, False]
+    torch.testing.assert_close(x.grad, torch.full((3,), 3.0))
+
+
+def reads_the_mode(x):
+    with torch.inference_mode():
+        inside = torch.is_inference_mode_enabled()
+        y = x + 1
+    return y, inside, torch.is_inference_mode_enabled()
+
+
+CASES["inference_mode/reads_the_mode"] = (reads_the_mode, _leaf)
+
+
+def test_reading_the_mode_inside_the_block_needs_no_guard():
+    """Inside the block the mode is the block's whatever it was at the call: no guard on it, so
+    the second call hits (torch.compile guards it there and recompiles: one graph more)."""
+    fn, calls = CASES["inference_mode/reads_the_mode"]
+    counter = CompileCounter()
+    args = calls()
+    got = graphs_over(graphlift.compile, counter, fn, args)
+    torch.testing.assert_close(got, [fn(*a) for a in args])
+    assert (counter.frame_count, recorded("training/inference_mode/reads_the_mode")) == (1, 2)
+    with torch.inference_mode():  # called in inference mode: the mode after the block differs
+        assert graphlift.compile(fn, backend=counter)(args[0][0])[2] is True
+
+
+def breaks_inside_the_block(x):
+    with torch.inference_mode():
+        y = x.sin()
+        print("inside")
+        y = y + 1
+    return y
+
+
+CASES["inference_mode/break_inside"] = (breaks_inside_the_block, _leaf)
+
+
+def test_a_break_inside_an_inference_mode_block_runs_the_frame_eagerly(capsys):
+    """Partial: torch.compile splits the frame there (two graphs); graphlift runs it eagerly,
+    as for a break inside an autocast block."""
+    fn, calls = CASES["inference_mode/break_inside"]
+    counter = CompileCounter()
+    args = calls()
+    got = graphs_over(graphlift.compile, counter, fn, args)
+    torch.testing.assert_close(got, [fn(*a) for a in args])
+    assert capsys.readouterr().out == "inside\n" * 4
+    assert (counter.frame_count, recorded("training/inference_mode/break_inside")) == (0, 2)
+
+
+for _case in CASES:
     measure(f"training/{_case}", functools.partial(_torch_compile_graphs, _case))

@@ -34,7 +34,12 @@ from graphlift.variables.base import (
 )
 from graphlift.variables.constant import ConstantVariable, is_constant_value, wrap_constant
 from graphlift.variables.containers import DictVariable, TupleVariable
-from graphlift.variables.context import GradModeVariable, make_autocast, set_grad_mode
+from graphlift.variables.context import (
+    GradModeVariable,
+    make_autocast,
+    make_inference_mode,
+    set_grad_mode,
+)
 from graphlift.variables.exceptions import ExceptionVariable
 from graphlift.variables.functions import UserFunctionVariable, UserMethodVariable
 from graphlift.variables.methods import call_builtin_method
@@ -290,6 +295,7 @@ CONSTRUCTORS = {
     torch.enable_grad: _grad_mode(True),  # with torch.enable_grad(): grad mode on inside
     torch.set_grad_enabled: _set_grad_enabled,  # switches immediately; restores on __exit__
     torch.autocast: lambda tx, args, kwargs: _autocast(tx, args, kwargs),  # enter/exit nodes
+    torch.inference_mode: make_inference_mode,  # enter/exit nodes, like autocast
     torch.Size: _fold_constructor(torch.Size),  # torch.Size([2, 3]) is a constant
     torch.device: _fold_constructor(torch.device),  # torch.device("cpu") is a constant
     torch.finfo: _fold_object(torch.finfo),  # torch.finfo(dtype).eps: attributes are constants

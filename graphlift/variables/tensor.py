@@ -294,7 +294,8 @@ class TorchCallableVariable(VariableTracker):
             return switch(tx, args, kwargs)
         if self.fn in STATE_READERS and not args and not kwargs:
             value = self.fn()  # folded, and guarded: the switch may be flipped between calls
-            tx.guards.global_switch(self.fn, f"torch.{self.describe()}()", value)
+            if not _set_by_trace(tx, self.fn):
+                tx.guards.global_switch(self.fn, f"torch.{self.describe()}()", value)
             return wrap_constant(value)
         reason = trace_rules.stateful_reason(self.fn)
         if reason is not None:
@@ -425,6 +426,14 @@ def _set_grad_enabled(tx: Translator, args: list[VariableTracker],
 STATE_SWITCHES = {
     torch._C._set_grad_enabled: _set_grad_enabled,  # what no_grad()/enable_grad() call inside
 }
+
+
+def _set_by_trace(tx: Translator, fn: Any) -> bool:
+    """Whether a switch reader's answer is set by a block the trace is inside: inside
+    ``with torch.inference_mode(m)`` the mode is ``m`` whatever it was at the call, so a guard
+    on it (checked at the call) would fail every time."""
+    return fn is torch.is_inference_mode_enabled and \
+        tx.output.in_real_context(torch._C._InferenceMode)
 
 
 # Torch functions that read a process-wide switch: the value is folded under a guard. (Grad mode
