@@ -73,7 +73,6 @@ DATA_DEPENDENT_METHODS = {
     "__index__": "reads a tensor's value into Python",
     "data_ptr": "exposes a real memory address",
     "backward": "runs autograd outside the graph",
-    "register_hook": "installs a Python hook on a tensor",
     "retain_grad": "changes autograd state of a real tensor",
     "untyped_storage": "exposes real storage",
 }
@@ -201,6 +200,9 @@ class TensorMethodVariable(VariableTracker):
         to_array = ARRAY_METHODS.get(self.name) if config.trace_numpy else None
         if to_array is not None:
             return to_array(tx, self.tensor, args, kwargs)
+        takes_callable = CALLABLE_METHODS.get(self.name)
+        if takes_callable is not None:
+            return takes_callable(tx, self.tensor, args, kwargs)
         # Refused at the call, not the attribute load, so the frame can split at the call.
         if self.name in DATA_DEPENDENT_METHODS:
             raise Unsupported(f"Tensor.{self.name}() {DATA_DEPENDENT_METHODS[self.name]}",
@@ -246,6 +248,10 @@ def _tolist(tx: Translator, tensor: TensorVariable, args: list[VariableTracker],
 
     return items(tensor)
 
+
+# Tensor methods that take a Python callable, filled by variables/higher_order.py (above this
+# module, where bodies are traced): ``t.register_hook(hook)``.
+CALLABLE_METHODS: dict[str, Callable] = {}
 
 # Filled by variables/numpy.py (above this module): ``t.numpy()``, and the torch functions that
 # take an ndarray (``torch.from_numpy(a)``); a handler returns None to decline.
