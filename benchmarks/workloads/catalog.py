@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from benchmarks.workloads import llama
+from benchmarks.workloads import cnn, libraries, llama
 from benchmarks.workloads.steps import Run
 
 
@@ -33,4 +33,16 @@ WORKLOADS: dict[str, Workload] = {
                                    llama.variable_lengths),
     "llama-varlen-step": Workload("tiny LLaMA, 8 sequence lengths in turns; the train step "
                                   "compiled", llama.variable_lengths_step),
+    "hf-trainer": Workload("tiny LLaMA, transformers Trainer(torch_compile=True)",
+                           libraries.hf_trainer),
+    "lightning-fit": Workload("tiny LLaMA, Lightning trainer.fit(torch.compile(module))",
+                              libraries.lightning_fit_compiled),
+    "lightning-module-compile": Workload("tiny LLaMA, Lightning module.compile(); fit(module)",
+                                         libraries.lightning_module_compile),
+    "accelerate": Workload("tiny LLaMA, accelerate prepare(dynamo backend), unwrap_model",
+                           libraries.accelerate_unwrap),
+    "cnn-model": Workload("CNN, BatchNorm, Dropout, bf16 autocast, channels_last; the model "
+                          "compiled", cnn.model),
+    "cnn-step": Workload("CNN, BatchNorm, Dropout, bf16 autocast, channels_last; the train step "
+                         "compiled", cnn.whole_step),
 }

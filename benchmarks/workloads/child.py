@@ -43,7 +43,8 @@ def run_workload(name: str, system: str, steps: int) -> dict:
         traceback.print_exc()
         error = f"{type(exc).__name__}: {exc}"[:300]
     return {"workload": name, "system": system, "losses": run.log.losses,
-            "seconds": run.log.seconds, "checks": run.checks, "error": error, **counts()}
+            "seconds": run.log.seconds, "cpu_seconds": run.log.cpu_seconds,
+            "checks": run.checks, "error": error, **counts()}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -23,21 +23,27 @@ BACKEND = "aot_eager"
 
 @dataclass
 class StepLog:
-    """Each step's loss and wall time, in order."""
+    """Each step's loss, wall time and the process's CPU time, in order.
+
+    The CPU time (``time.process_time``) leaves out other jobs on a loaded machine, which the
+    wall clock counts; the table's ratios take it (see ``benchmarks/zoo.py``).
+    """
 
     losses: list[float] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
-    _start: float | None = None
+    cpu_seconds: list[float] = field(default_factory=list)
+    _start: tuple[float, float] | None = None
 
     def begin(self) -> None:
-        self._start = time.perf_counter()
+        self._start = time.perf_counter(), time.process_time()
 
     def end(self, loss: torch.Tensor | float) -> None:
         """Close the step begun last; ``loss`` is read after the clock stops."""
-        stop = time.perf_counter()
+        stop = time.perf_counter(), time.process_time()
         if self._start is None:
             raise RuntimeError("StepLog.end without begin")
-        self.seconds.append(stop - self._start)
+        self.seconds.append(stop[0] - self._start[0])
+        self.cpu_seconds.append(stop[1] - self._start[1])
         self._start = None
         self.losses.append(float(loss))
 
