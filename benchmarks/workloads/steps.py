@@ -45,7 +45,7 @@ class StepLog:
         self.seconds.append(stop[0] - self._start[0])
         self.cpu_seconds.append(stop[1] - self._start[1])
         self._start = None
-        self.losses.append(float(loss))
+        self.losses.append(float(loss.detach() if isinstance(loss, torch.Tensor) else loss))
 
 
 @dataclass
