@@ -42,6 +42,7 @@ import pytest
 import torch
 from corpus.harness import assert_same
 from reference import measure, recorded
+from test.support import import_helper
 
 import graphlift
 from graphlift.graph_break import listeners
@@ -249,6 +250,25 @@ def eval_of_literals(x):
     return x + 1, eval(repr(False)) is False, eval("[1, (2, 'a')]")
 
 
+# functools with a fresh _functools: its partial is another C class than functools.partial.
+FRESH_FUNCTOOLS = import_helper.import_fresh_module("functools", fresh=["_functools"])
+
+
+def signature(part):
+    return part.func, part.args, part.keywords, part.__dict__
+
+
+def nested_partial_of_fresh_import(x):
+    # CPython's TestPartialC.test_nested_optimization: a partial of a partial that has no
+    # __dict__ yet is flattened. graphlift, wrapping `inner` after the break, read its __dict__
+    # (hasattr), which made one: `nested` kept `inner` as its func.
+    partial = FRESH_FUNCTOOLS.partial
+    inner = partial(signature, "asdf")
+    nested = partial(inner, bar=True)
+    flat = partial(signature, "asdf", bar=True)
+    return x + 1, signature(nested) == signature(flat), nested.func is signature, nested.args
+
+
 @dataclasses.dataclass(frozen=True)
 class Case:
     fn: Any
@@ -291,6 +311,9 @@ CASES = [
     # The frame runs eagerly (a break at lru_cache); torch.compile also runs it eagerly, with
     # no break counted.
     Case(builtin_len_replaced, _x, 0, 1, tc=(0, 0, True)),
+    # The frame runs eagerly (its result holds a partial's __dict__, which cannot be returned);
+    # torch.compile traces `nested` as a partial of `inner`, unflattened (a wrong result).
+    Case(nested_partial_of_fresh_import, _x, 0, 5, tc=(1, 3, False)),
 ]
 
 

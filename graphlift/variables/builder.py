@@ -23,6 +23,7 @@ import torch
 from graphlift import trace_rules
 from graphlift.config import config
 from graphlift.exc import Unsupported
+from graphlift.guards import has_instance_dict
 from graphlift.polyfills import POLYFILLS
 from graphlift.resume import GradModeExit
 from graphlift.sources import (
@@ -492,7 +493,7 @@ def _has_identity(value: Any) -> bool:
     return type(value) in (list, dict, set) or (
         not isinstance(value, (torch.Tensor, type, types.ModuleType, types.FunctionType,
                                types.BuiltinFunctionType, tuple, frozenset, enum.Enum))
-        and not is_constant_value(value) and hasattr(value, "__dict__"))
+        and not is_constant_value(value) and has_instance_dict(value))
 
 
 def wrap_unguarded(tx: Translator, value: Any) -> VariableTracker:

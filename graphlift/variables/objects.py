@@ -22,6 +22,7 @@ import torch
 
 from graphlift import trace_rules
 from graphlift.exc import Unsupported
+from graphlift.guards import has_instance_dict, instance_dict
 from graphlift.rebuild import Codegen
 from graphlift.sources import AttrSource, EnvironSource
 from graphlift.trace_rules import is_torch_module
@@ -625,9 +626,9 @@ class UserObjectVariable(VariableTracker):
         class_attr = lookup_class_attr(self.cls, name)
         data_descriptor = hasattr(type(class_attr), "__set__")
         if not data_descriptor and not self.is_new:
-            instance_dict = getattr(self.value, "__dict__", {})
-            if name in instance_dict:
-                return self._wrap_attr(tx, name, instance_dict[name])
+            own = instance_dict(self.value)
+            if name in own:
+                return self._wrap_attr(tx, name, own[name])
         if isinstance(class_attr, types.MemberDescriptorType) and not self.is_new:
             try:  # a __slots__ attribute of an object from the inputs: read it for real
                 return self._wrap_attr(tx, name, class_attr.__get__(self.value, self.cls))
@@ -642,7 +643,7 @@ class UserObjectVariable(VariableTracker):
             raise raise_real(AttributeError(
                 f"{self.cls.__name__!r} object has no attribute {name!r}"))
         source = self._class_attr_source(name)
-        if source is not None and not data_descriptor and hasattr(self.value, "__dict__"):
+        if source is not None and not data_descriptor and has_instance_dict(self.value):
             tx.guards.not_shadowed(self.source, name)  # o.method = ... later would win
         return bind_class_attr(tx, self, self.cls, name, class_attr, source)
 
@@ -658,7 +659,7 @@ class UserObjectVariable(VariableTracker):
                  lookup_class_attr(self.cls, "__getattribute__"))
         if not any(isinstance(hook, types.FunctionType) for hook in hooks):
             tx.guards.attr_absent(self.source, name)
-        elif hasattr(self.value, "__dict__") and lookup_class_attr(self.cls, name) is MISSING:
+        elif has_instance_dict(self.value) and lookup_class_attr(self.cls, name) is MISSING:
             tx.guards.not_shadowed(self.source, name)
         else:
             raise Unsupported(f"the absence of {name!r} on {self!r}, whose class looks "
