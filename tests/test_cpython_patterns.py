@@ -269,6 +269,25 @@ def nested_partial_of_fresh_import(x):
     return x + 1, signature(nested) == signature(flat), nested.func is signature, nested.args
 
 
+SHARED = Base()
+MATH_ID = id(math)
+
+
+def id_of_existing_objects(x, obj, items):
+    # unittest's assertIs messages, transformers' tied-weight checks: id() of objects the frame
+    # did not make. Each is a constant; obj and items are pinned by identity.
+    by_id = {id(SHARED): "shared", id(HANDLERS): "handlers"}
+    return (x + 1, by_id.get(id(obj), "other"), by_id.get(id(items), "other"),
+            id(obj) == id(SHARED), id(len) == id(builtins.len), id(math) == MATH_ID,
+            id(Base) == id(type(obj)), id(None) == id(items.get("absent")))
+
+
+def id_of_new_object(x):
+    o = Base()
+    y = x + 1
+    return y * 2, id(o) == id(o), id(o) != id(SHARED), id([]) != id(HANDLERS)
+
+
 @dataclasses.dataclass(frozen=True)
 class Case:
     fn: Any
@@ -314,6 +333,10 @@ CASES = [
     # The frame runs eagerly (its result holds a partial's __dict__, which cannot be returned);
     # torch.compile traces `nested` as a partial of `inner`, unflattened (a wrong result).
     Case(nested_partial_of_fresh_import, _x, 0, 5, tc=(1, 3, False)),
+    Case(id_of_existing_objects, lambda: (torch.randn(3), SHARED, HANDLERS), 1, 0),
+    # A break at each id() of an object made in the frame; torch.compile runs the frame
+    # eagerly after the first.
+    Case(id_of_new_object, _x, 3, 3, tc=(0, 1, True)),
 ]
 
 
@@ -394,3 +417,17 @@ def test_registry_keys_are_guarded_by_identity() -> None:
         HANDLERS.clear()
         HANDLERS.update(saved)
     assert graphlift.stats(lookup).compiles == 3
+
+
+def test_id_pins_the_object() -> None:
+    """id() of an argument is a constant guarded by identity: another object, even an equal
+    one, recompiles and gives its own id."""
+    def ids(obj):
+        return id(obj)
+
+    compiled = graphlift.compile(ids, backend="eager", fullgraph=True)
+    other = Base()
+    assert compiled(SHARED) == id(SHARED)
+    assert compiled(other) == id(other)
+    assert compiled(SHARED) == id(SHARED)
+    assert graphlift.stats(ids).compiles == 2
