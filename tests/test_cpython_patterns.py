@@ -269,6 +269,18 @@ def nested_partial_of_fresh_import(x):
     return x + 1, signature(nested) == signature(flat), nested.func is signature, nested.args
 
 
+class PartialSubclass(functools.partial):
+    pass
+
+
+def partial_of_partial_subclass(x, given):
+    # CPython's TestPartialCSubclass: functools.partial flattens any C partial without a
+    # __dict__, a subclass's too; graphlift's polyfill flattened functools.partial's only.
+    made = PartialSubclass(signature, "made")
+    outer = [functools.partial(inner, bar=True) for inner in (given, made)]
+    return x + 1, [(p.func is signature, p.args, p.keywords) for p in outer]
+
+
 SHARED = Base()
 MODULES = (math, operator)
 
@@ -333,6 +345,9 @@ CASES = [
     # The frame runs eagerly (its result holds a partial's __dict__, which cannot be returned);
     # torch.compile traces `nested` as a partial of `inner`, unflattened (a wrong result).
     Case(nested_partial_of_fresh_import, _x, 0, 5, tc=(1, 3, False)),
+    # torch.compile keeps both partials nested (a wrong result).
+    Case(partial_of_partial_subclass,
+         lambda: (torch.randn(3), PartialSubclass(signature, "given")), 1, 2, tc=(1, 1, False)),
     Case(id_of_existing_objects, lambda: (torch.randn(3), SHARED, HANDLERS), 1, 0),
     # A break at each id() of an object made in the frame; torch.compile runs the frame
     # eagerly after the first.
