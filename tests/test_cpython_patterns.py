@@ -281,6 +281,35 @@ def partial_of_partial_subclass(x, given):
     return x + 1, [(p.func is signature, p.args, p.keywords) for p in outer]
 
 
+def marked():
+    pass
+
+
+marked.marker = "m"
+
+# functools without _functools: its partial is the Python class of functools.py.
+PY_FUNCTOOLS = import_helper.import_fresh_module("functools", blocked=["_functools"])
+
+
+class PyPartialSubclass(PY_FUNCTOOLS.partial):
+    pass
+
+
+def function_attributes_read(x, fn):
+    # The Python partial asks hasattr(func, "func") of its argument: a function's absent
+    # attribute was a break.
+    return x + 1, hasattr(fn, "func"), getattr(fn, "marker", None), hasattr(marked, "func"), \
+        marked.marker, getattr(scale, "marker", "none")
+
+
+def python_partial_of_fresh_import(x):
+    # CPython's TestPartialPySubclass: __new__ and __call__ come from the fresh functools,
+    # whose globals (callable) had no source.
+    p = PyPartialSubclass(scale, x)
+    q = PyPartialSubclass(p)
+    return q(), p.args[0] is x, q.func is scale, type(q).__name__
+
+
 SHARED = Base()
 MODULES = (math, operator)
 
@@ -348,6 +377,8 @@ CASES = [
     # torch.compile keeps both partials nested (a wrong result).
     Case(partial_of_partial_subclass,
          lambda: (torch.randn(3), PartialSubclass(signature, "given")), 1, 2, tc=(1, 1, False)),
+    Case(function_attributes_read, lambda: (torch.randn(3), marked), 1, 0),
+    Case(python_partial_of_fresh_import, _x, 1, 0),
     Case(id_of_existing_objects, lambda: (torch.randn(3), SHARED, HANDLERS), 1, 0),
     # A break at each id() of an object made in the frame; torch.compile runs the frame
     # eagerly after the first.
