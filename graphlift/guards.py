@@ -898,5 +898,15 @@ def _qualname(t: type) -> str:
 
 
 def _describe(value: Any) -> str:
-    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    # Only a str counts: a module's own __getattr__ may answer anything (torch.classes gives a
+    # namespace whose repr raises).
+    name = None
+    for attr in ("__qualname__", "__name__"):
+        try:
+            name = getattr(value, attr, None)
+        except Exception:
+            name = None
+        if isinstance(name, str) and name:
+            break
+        name = None
     return f"<{type(value).__name__} {name}>" if name else f"<{type(value).__name__} object>"

@@ -310,6 +310,10 @@ def python_partial_of_fresh_import(x):
     return q(), p.args[0] is x, q.func is scale, type(q).__name__
 
 
+def module_table_read(x):
+    return x + 1, sys.modules["math"].pi
+
+
 SHARED = Base()
 MODULES = (math, operator)
 
@@ -379,6 +383,7 @@ CASES = [
          lambda: (torch.randn(3), PartialSubclass(signature, "given")), 1, 2, tc=(1, 1, False)),
     Case(function_attributes_read, lambda: (torch.randn(3), marked), 1, 0),
     Case(python_partial_of_fresh_import, _x, 1, 0),
+    Case(module_table_read, _x, 1, 0),
     Case(id_of_existing_objects, lambda: (torch.randn(3), SHARED, HANDLERS), 1, 0),
     # A break at each id() of an object made in the frame; torch.compile runs the frame
     # eagerly after the first.
