@@ -314,6 +314,11 @@ def module_table_read(x):
     return x + 1, sys.modules["math"].pi
 
 
+def int_digits_limit(x):
+    limit = sys.get_int_max_str_digits()
+    return x + 1, limit, limit == 0 or limit >= 640
+
+
 SHARED = Base()
 MODULES = (math, operator)
 
@@ -384,6 +389,7 @@ CASES = [
     Case(function_attributes_read, lambda: (torch.randn(3), marked), 1, 0),
     Case(python_partial_of_fresh_import, _x, 1, 0),
     Case(module_table_read, _x, 1, 0),
+    Case(int_digits_limit, _x, 1, 0),
     Case(id_of_existing_objects, lambda: (torch.randn(3), SHARED, HANDLERS), 1, 0),
     # A break at each id() of an object made in the frame; torch.compile runs the frame
     # eagerly after the first.
@@ -482,3 +488,16 @@ def test_id_pins_the_object() -> None:
     assert compiled(other) == id(other)
     assert compiled(SHARED) == id(SHARED)
     assert graphlift.stats(ids).compiles == 2
+
+
+def test_int_digits_limit_is_guarded() -> None:
+    """sys.set_int_max_str_digits() between calls recompiles: the new limit is read."""
+    compiled = graphlift.compile(int_digits_limit, backend="eager", fullgraph=True)
+    before = sys.get_int_max_str_digits()
+    try:
+        assert compiled(torch.ones(1))[1] == before
+        sys.set_int_max_str_digits(5000)
+        assert compiled(torch.ones(1))[1] == 5000
+    finally:
+        sys.set_int_max_str_digits(before)
+    assert graphlift.stats(int_digits_limit).compiles == 2

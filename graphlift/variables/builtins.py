@@ -506,6 +506,24 @@ def _id(tx, args, kwargs):
     return ConstantVariable(id(value))
 
 
+def _process_setting(read: Callable[[], Any], text: str) -> Callable:
+    """A reader of a setting of the interpreter (``sys.get_int_max_str_digits()``): its value
+    now, a constant, guarded to stay the same (the program may change it between calls)."""
+    def handler(tx, args, kwargs):
+        if args or kwargs:  # CPython's own TypeError, from the real call
+            if not all(v.is_constant() for v in [*args, *kwargs.values()]):
+                raise Unsupported(f"{text} with arguments")
+            try:
+                read(*(a.as_constant() for a in args),
+                     **{k: v.as_constant() for k, v in kwargs.items()})
+            except TypeError as error:
+                raise raise_real(error) from error
+        value = read()
+        tx.guards.global_switch(read, text, value)
+        return wrap_constant(value)
+    return handler
+
+
 def _method_type(tx, args, kwargs):
     """types.MethodType(function, obj): the bound method that obj.function would give
     (contextlib.ExitStack binds each context manager's __exit__ this way)."""
@@ -689,6 +707,9 @@ BUILTIN_HANDLERS: dict[Any, Callable] = {
     callable: _callable,
     vars: _vars,  # vars(obj): its __dict__ (vars() alone reads the frame: a break)
     id: _id,  # of an input: a constant, the object pinned by identity; of a new object: a break
+    # The int <-> str conversion limit (test_int's helpers read it), guarded.
+    sys.get_int_max_str_digits: _process_setting(sys.get_int_max_str_digits,
+                                                 "sys.get_int_max_str_digits()"),
     types.MethodType: _method_type,  # a Python function bound to an object
     dict: _dict,
     set: _set(frozen=False),
