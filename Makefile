@@ -12,7 +12,7 @@ endif
 BIN := $(VENV)/bin
 # Lint only the folders that exist yet; ruff fails on a missing path.
 LINT_PATHS := $(wildcard graphlift tests benchmarks examples)
-BENCHMARKS := $(sort $(wildcard benchmarks/*.py))
+BENCHMARKS := $(sort $(wildcard benchmarks/*.py)) benchmarks/workloads/run.py
 # pytest-xdist workers: one per core of the 2-core machine the suite is timed on. Tests that
 # start processes of their own share one worker (tests/conftest.py), so they never overlap.
 WORKERS ?= 2

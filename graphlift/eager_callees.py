@@ -786,6 +786,14 @@ def has_hooks(module: torch.nn.Module) -> bool:
                 or hooks._global_forward_pre_hooks)
 
 
+def has_backward_hooks(module: torch.nn.Module) -> bool:
+    """Whether calling ``module`` runs backward hooks, which no trace models (nn_module.py
+    refuses the call): its own or global ones."""
+    hooks = torch.nn.modules.module
+    return bool(module._backward_hooks or module._backward_pre_hooks
+                or hooks._global_backward_pre_hooks or hooks._global_backward_hooks)
+
+
 def reset() -> None:
     """Forget which functions route to themselves (the trace rules may have changed)."""
     _skipped.clear()

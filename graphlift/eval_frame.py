@@ -306,6 +306,9 @@ class OptimizedModule(torch.nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         module = self._graphlift_module
         try:
+            if self._graphlift_forward is not None and eager_callees.has_backward_hooks(module):
+                return hooks_around_compiled_forward(module, self._graphlift_forward, *args,
+                                                     **kwargs)
             if self._graphlift_forward is None or eager_callees.has_hooks(module):
                 return self._graphlift_hooked(module, *args, **kwargs)
             return self._graphlift_forward(module, *args, **kwargs)
@@ -445,9 +448,30 @@ def compiled_module_call(module: torch.nn.Module, options: CompileOptions) -> Ca
     """
     forward = type(module).forward
     if "forward" in module.__dict__ or not isinstance(forward, types.FunctionType) or \
-            eager_callees.has_hooks(module) or not _plain_call(module):
+            not _plain_call(module):
+        return module
+    if eager_callees.has_backward_hooks(module):
+        return functools.partial(hooks_around_compiled_forward, module,
+                                 compiled_wrapper(forward, options))
+    if eager_callees.has_hooks(module):
         return module
     return functools.partial(compiled_wrapper(forward, options), module)
+
+
+def hooks_around_compiled_forward(module: torch.nn.Module, forward: Callable, *args: Any,
+                                  **kwargs: Any) -> Any:
+    """``module(*args, **kwargs)`` with its hooks run eagerly and ``forward`` (its compiled
+    ``forward`` frame) called in between: what a frame-evaluation hook gives a module whose
+    backward hooks no trace models (torch.compile compiles the ``forward`` frame that
+    ``Module._call_impl`` calls). The compiled forward is set on the instance for the call, as
+    :class:`DDPOptimizedModule` does; a module with a ``forward`` of its own runs as it is."""
+    if "forward" in module.__dict__:
+        return module._call_impl(*args, **kwargs)
+    module.__dict__["forward"] = types.MethodType(forward, module)
+    try:
+        return module._call_impl(*args, **kwargs)
+    finally:
+        del module.__dict__["forward"]
 
 
 def _plain_call(module: torch.nn.Module) -> bool:

@@ -472,7 +472,8 @@ class GuardBuilder:
         instance attribute of that name (``o.method = ...`` later would win over it)."""
         if not self._once((GuardKind.ATTR_ABSENT, source, name, "__dict__")):
             return
-        check = f"{name!r} not in {self.expr(source)}.__dict__"
+        check = f"{name!r} not in __gl_instance_dict({self.expr(source)})"
+        self.namespace.setdefault("__gl_instance_dict", instance_dict)
         self._add(Guard(GuardKind.ATTR_ABSENT, f"{name!r} not in {source.name()}.__dict__", check))
         self._fast.append(check)
 
@@ -831,6 +832,32 @@ def _static_size_checks(expr: str, sizes: tuple[int, ...], dynamic_dims: frozens
     return checks
 
 
+def has_instance_dict(value: Any) -> bool:
+    """Whether ``value``'s class gives its objects an instance dict, read off the class (reading
+    ``value.__dict__`` may make the dict: see :func:`instance_dict`)."""
+    return type(value).__dictoffset__ != 0
+
+
+def instance_dict(value: Any) -> dict:
+    """``value.__dict__`` without making one where it has none yet ({} then, or where its class
+    gives none). A C ``functools.partial`` makes its dict on the first read of ``__dict__``, and
+    one with a dict is no longer flattened into a partial made of it (``partial(p, 1)`` keeps
+    ``p`` as its ``func``): reading it while tracing or guarding would change what the program
+    computes. Its ``__reduce__`` gives the dict, or None, without making it."""
+    if not has_instance_dict(value):
+        return {}
+    if _is_c_partial(type(value)):
+        return value.__reduce__()[2][3] or {}
+    return getattr(value, "__dict__", {})
+
+
+def _is_c_partial(cls: type) -> bool:
+    """A C ``functools.partial`` class (of any import of ``_functools``) or a subclass."""
+    return any(klass.__name__ == "partial" and klass.__module__ == "functools"
+               and type(vars(klass).get("__reduce__")) is types.MethodDescriptorType
+               for klass in cls.__mro__)
+
+
 def _is_same_key(key: Any, expected: Any) -> bool:
     """``key`` is the guarded dict key ``expected``: the same object, or an equal constant of
     the same type (``1`` is not ``True`` nor ``1.0`` here), or a tuple of such."""
@@ -871,5 +898,15 @@ def _qualname(t: type) -> str:
 
 
 def _describe(value: Any) -> str:
-    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    # Only a str counts: a module's own __getattr__ may answer anything (torch.classes gives a
+    # namespace whose repr raises).
+    name = None
+    for attr in ("__qualname__", "__name__"):
+        try:
+            name = getattr(value, attr, None)
+        except Exception:
+            name = None
+        if isinstance(name, str) and name:
+            break
+        name = None
     return f"<{type(value).__name__} {name}>" if name else f"<{type(value).__name__} object>"

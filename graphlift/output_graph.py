@@ -289,6 +289,10 @@ class OutputGraph:
     def exit_real_context(self) -> None:
         self._real_contexts.pop().__exit__(None, None, None)
 
+    def in_real_context(self, kind: type) -> bool:
+        """Whether the trace is inside a context of type ``kind`` it entered for real."""
+        return any(isinstance(context, kind) for context in self._real_contexts)
+
     def restore_global_state(self) -> None:
         """Leave every context the trace entered for real (a trace may stop inside a block)."""
         while self._real_contexts:

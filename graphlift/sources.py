@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from graphlift.exc import Unsupported
+
 FN_NAME = "__gl_fn"  # the function object, for closure cells
 GLOBALS_NAME = "__gl_G"  # the function's module globals
 
@@ -239,6 +241,19 @@ class ModuleGlobalsSource(Source):
 
     def render(self, bind: Callable[[Any], str]) -> str:
         return bind(self.value)
+
+
+@dataclass(frozen=True)
+class FreshModuleGlobalsSource(ModuleGlobalsSource):
+    """The globals of a module that is not ``sys.modules[module_name]`` (a fresh import, as
+    ``test.support.import_helper.import_fresh_module`` makes): reached only as the pinned dict
+    (generated code binds it), never by its name, which would find the other module."""
+
+    def name(self) -> str:
+        return f"<globals of a fresh import of {self.module_name}>"
+
+    def expr(self) -> str:
+        raise Unsupported(f"{self.name()} has no path that generated code could walk")
 
 
 @dataclass(frozen=True)

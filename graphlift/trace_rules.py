@@ -318,6 +318,8 @@ TORCH_CLOSURE = Rule("torch_closure", Kind.SKIP,
                      "would change that object, so it runs eagerly",
                      "accept the graph break, or call it outside the compiled function")
 STDLIB = Rule("stdlib", Kind.SKIP, "the standard library runs eagerly", _INLINE_MODULES_HINT)
+STDLIB_TRACED = Rule("stdlib_traced", Kind.INLINE,
+                     "a Python class of the standard library that is traced with its methods")
 THIRD_PARTY = Rule("third_party", Kind.SKIP, "a third-party library on the skip list",
                    _INLINE_MODULES_HINT)
 C_FUNCTION = Rule("c_function", Kind.SKIP,
@@ -334,7 +336,7 @@ RULES = (DISABLED, TORCH_DISABLED, TORCH_DISALLOWED, ALLOW_IN_GRAPH, COMPILED_FU
          TENSOR_METHOD, TORCH_OP, CUSTOM_OP, C_METHOD, CONFIG_SKIP, CONFIG_INLINE,
          GRAPHLIFT_POLYFILLS, GRAPHLIFT, TORCH_INLINE, TORCH_CLASS, TORCH_BOUND_METHOD,
          TORCH_DISTRIBUTED, DISTRIBUTED_COLLECTIVE, DISTRIBUTED_QUERY, NUMPY_FUNCTION,
-         TORCH_PYTHON, TORCH_CLOSURE, STDLIB, THIRD_PARTY, C_FUNCTION, USER_CODE)
+         TORCH_PYTHON, TORCH_CLOSURE, STDLIB_TRACED, STDLIB, THIRD_PARTY, C_FUNCTION, USER_CODE)
 
 # Parts of torch traced like user code, by module name (a prefix matches its submodules).
 TORCH_INLINE_MODULES = (
@@ -374,6 +376,14 @@ STDLIB_INLINE = frozenset({
     "contextlib",  # @contextmanager generators, suppress, nullcontext: with blocks in Python
     "collections.abc",  # the mixin methods of Mapping, Sequence, Set (get, __contains__, keys)
 })
+
+# Python classes of skipped standard-library modules that are traced, with their methods: module
+# -> class qualnames.
+STDLIB_INLINE_CLASSES = {
+    # functools.py's own partial, which runs where _functools is not imported (a fresh import
+    # of functools without it); the C partial has its polyfill.
+    "functools": ("partial",),
+}
 
 # Third-party libraries skipped by default, by top-level module name.
 THIRD_PARTY_SKIP = frozenset({
@@ -649,6 +659,9 @@ def _by_module(fn: Any, module: str | None) -> Decision:
             return Decision(Kind.SKIP, TORCH_CLOSURE, detail=_name(fn))
         return Decision(Kind.GRAPH, TORCH_PYTHON if python else TORCH_OP, detail=f"module {name}")
     top = name.partition(".")[0]
+    if name in STDLIB_INLINE_CLASSES and _written_in_python(fn) and \
+            _prefix_match(fn.__qualname__, STDLIB_INLINE_CLASSES[name]):
+        return Decision(Kind.INLINE, STDLIB_TRACED, detail=_name(fn))
     if is_stdlib(name) and not _prefix_match(name, STDLIB_INLINE):
         if top == "builtins":  # a method of str, list, dict...
             return Decision(Kind.SKIP, C_METHOD, detail=_name(fn))
@@ -819,6 +832,14 @@ def _prefix_match(name: str, prefixes: Any) -> str | None:
         if name == prefix or name.startswith(prefix + "."):
             return prefix
     return None
+
+
+def _written_in_python(fn: Any) -> bool:
+    """A Python function, or a class with methods written in Python (a C class of the same name,
+    the C ``functools.partial``, has none)."""
+    if isinstance(fn, type):
+        return any(isinstance(v, (types.FunctionType, staticmethod)) for v in vars(fn).values())
+    return isinstance(fn, types.FunctionType)
 
 
 def _safe_getattr(fn: Any, name: str) -> Any:

@@ -34,7 +34,14 @@ from graphlift.bytecode import Instruction
 from graphlift.exc import GraphliftError, Unsupported
 from graphlift.guards import GuardBuilder
 from graphlift.output_graph import OutputGraph
-from graphlift.sources import ClosureSource, GlobalSource, ItemSource, LocalSource, Source
+from graphlift.sources import (
+    ClosureSource,
+    FreshModuleGlobalsSource,
+    GlobalSource,
+    ItemSource,
+    LocalSource,
+    Source,
+)
 from graphlift.variables.base import (
     NullVariable,
     TracedException,
@@ -1531,6 +1538,14 @@ class InliningTranslator(InstructionTranslator):
             raise Unsupported(f"global {name!r} of a function from another module reached "
                               "without a source")
         return super().global_source(name)
+
+    def STORE_GLOBAL(self, inst: Instruction) -> None:
+        # The store is replayed after the graph through the globals' path, which a fresh
+        # import's globals lack (the name finds the other module).
+        if isinstance(self.globals_source, FreshModuleGlobalsSource):
+            raise Unsupported(f"storing the global {inst.argval!r} of a fresh import of "
+                              f"{self.globals_source.module_name}")
+        super().STORE_GLOBAL(inst)
 
     def root(self) -> InstructionTranslator:
         return self.parent.root() if isinstance(self.parent, InliningTranslator) else self.parent

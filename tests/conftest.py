@@ -24,7 +24,7 @@ from graphlift.graph_break import listeners
 # Modules whose tests start processes of their own.
 STARTS_PROCESSES = {"test_cpython_suite", "test_demo", "test_distributed", "test_doctor",
                     "test_dropin", "test_import_time", "test_recompiles",
-                    "test_structured_trace", "test_warm_start"}
+                    "test_structured_trace", "test_warm_start", "test_workloads"}
 _INIT_GROUP = torch.optim.SGD._init_group
 
 

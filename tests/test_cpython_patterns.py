@@ -42,6 +42,7 @@ import pytest
 import torch
 from corpus.harness import assert_same
 from reference import measure, recorded
+from test.support import import_helper
 
 import graphlift
 from graphlift.graph_break import listeners
@@ -249,6 +250,94 @@ def eval_of_literals(x):
     return x + 1, eval(repr(False)) is False, eval("[1, (2, 'a')]")
 
 
+# functools with a fresh _functools: its partial is another C class than functools.partial.
+FRESH_FUNCTOOLS = import_helper.import_fresh_module("functools", fresh=["_functools"])
+
+
+def signature(part):
+    return part.func, part.args, part.keywords, part.__dict__
+
+
+def nested_partial_of_fresh_import(x):
+    # CPython's TestPartialC.test_nested_optimization: a partial of a partial that has no
+    # __dict__ yet is flattened. graphlift, wrapping `inner` after the break, read its __dict__
+    # (hasattr), which made one: `nested` kept `inner` as its func.
+    partial = FRESH_FUNCTOOLS.partial
+    inner = partial(signature, "asdf")
+    nested = partial(inner, bar=True)
+    flat = partial(signature, "asdf", bar=True)
+    return x + 1, signature(nested) == signature(flat), nested.func is signature, nested.args
+
+
+class PartialSubclass(functools.partial):
+    pass
+
+
+def partial_of_partial_subclass(x, given):
+    # CPython's TestPartialCSubclass: functools.partial flattens any C partial without a
+    # __dict__, a subclass's too; graphlift's polyfill flattened functools.partial's only.
+    made = PartialSubclass(signature, "made")
+    outer = [functools.partial(inner, bar=True) for inner in (given, made)]
+    return x + 1, [(p.func is signature, p.args, p.keywords) for p in outer]
+
+
+def marked():
+    pass
+
+
+marked.marker = "m"
+
+# functools without _functools: its partial is the Python class of functools.py.
+PY_FUNCTOOLS = import_helper.import_fresh_module("functools", blocked=["_functools"])
+
+
+class PyPartialSubclass(PY_FUNCTOOLS.partial):
+    pass
+
+
+def function_attributes_read(x, fn):
+    # The Python partial asks hasattr(func, "func") of its argument: a function's absent
+    # attribute was a break.
+    return x + 1, hasattr(fn, "func"), getattr(fn, "marker", None), hasattr(marked, "func"), \
+        marked.marker, getattr(scale, "marker", "none")
+
+
+def python_partial_of_fresh_import(x):
+    # CPython's TestPartialPySubclass: __new__ and __call__ come from the fresh functools,
+    # whose globals (callable) had no source.
+    p = PyPartialSubclass(scale, x)
+    q = PyPartialSubclass(p)
+    return q(), p.args[0] is x, q.func is scale, type(q).__name__
+
+
+def module_table_read(x):
+    return x + 1, sys.modules["math"].pi
+
+
+def int_digits_limit(x):
+    limit = sys.get_int_max_str_digits()
+    return x + 1, limit, limit == 0 or limit >= 640
+
+
+SHARED = Base()
+MODULES = (math, operator)
+
+
+def id_of_existing_objects(x, obj, items):
+    # unittest's assertIs messages, transformers' tied-weight checks: id() of objects the frame
+    # did not make. Each is a constant; obj and items are pinned by identity.
+    by_id = {id(SHARED): "shared", id(HANDLERS): "handlers"}
+    return (x + 1, by_id.get(id(obj), "other"), by_id.get(id(items), "other"),
+            id(obj) == id(SHARED), id(len) == id(builtins.len), id(math) == id(MODULES[0]),
+            id(Base) == id(type(obj)), id(None) == id(items.get("absent")))
+
+
+def id_of_new_object(x):
+    o = Base()
+    y = x + 1
+    return y * 2, id(o) == id(o), id(o) != id(SHARED), id([]) != id(HANDLERS)
+
+
 @dataclasses.dataclass(frozen=True)
 class Case:
     fn: Any
@@ -291,6 +380,20 @@ CASES = [
     # The frame runs eagerly (a break at lru_cache); torch.compile also runs it eagerly, with
     # no break counted.
     Case(builtin_len_replaced, _x, 0, 1, tc=(0, 0, True)),
+    # The frame runs eagerly (its result holds a partial's __dict__, which cannot be returned);
+    # torch.compile traces `nested` as a partial of `inner`, unflattened (a wrong result).
+    Case(nested_partial_of_fresh_import, _x, 0, 5, tc=(1, 3, False)),
+    # torch.compile keeps both partials nested (a wrong result).
+    Case(partial_of_partial_subclass,
+         lambda: (torch.randn(3), PartialSubclass(signature, "given")), 1, 2, tc=(1, 1, False)),
+    Case(function_attributes_read, lambda: (torch.randn(3), marked), 1, 0),
+    Case(python_partial_of_fresh_import, _x, 1, 0),
+    Case(module_table_read, _x, 1, 0),
+    Case(int_digits_limit, _x, 1, 0),
+    Case(id_of_existing_objects, lambda: (torch.randn(3), SHARED, HANDLERS), 1, 0),
+    # A break at each id() of an object made in the frame; torch.compile runs the frame
+    # eagerly after the first.
+    Case(id_of_new_object, _x, 3, 3, tc=(0, 1, True)),
 ]
 
 
@@ -371,3 +474,30 @@ def test_registry_keys_are_guarded_by_identity() -> None:
         HANDLERS.clear()
         HANDLERS.update(saved)
     assert graphlift.stats(lookup).compiles == 3
+
+
+def test_id_pins_the_object() -> None:
+    """id() of an argument is a constant guarded by identity: another object, even an equal
+    one, recompiles and gives its own id."""
+    def ids(obj):
+        return id(obj)
+
+    compiled = graphlift.compile(ids, backend="eager", fullgraph=True)
+    other = Base()
+    assert compiled(SHARED) == id(SHARED)
+    assert compiled(other) == id(other)
+    assert compiled(SHARED) == id(SHARED)
+    assert graphlift.stats(ids).compiles == 2
+
+
+def test_int_digits_limit_is_guarded() -> None:
+    """sys.set_int_max_str_digits() between calls recompiles: the new limit is read."""
+    compiled = graphlift.compile(int_digits_limit, backend="eager", fullgraph=True)
+    before = sys.get_int_max_str_digits()
+    try:
+        assert compiled(torch.ones(1))[1] == before
+        sys.set_int_max_str_digits(5000)
+        assert compiled(torch.ones(1))[1] == 5000
+    finally:
+        sys.set_int_max_str_digits(before)
+    assert graphlift.stats(int_digits_limit).compiles == 2

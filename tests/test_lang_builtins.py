@@ -430,8 +430,8 @@ CASES = [
     case(divmod_constants, R(3)),
     case(pow_constants, R(3)),
     case(pow_tensor, R(3)),
-    case(id_identity, R(3), fallback="id() is not modelled: an id is only meaningful for the "
-         "real object, which tracing does not have for objects made in the frame"),
+    case(id_identity, R(3), fallback="id() of an object made in the frame is a break: its "
+         "address is only known when the frame runs (of an input it is a constant)"),
     case(callable_checks, R(3)),
     case(iter_next, R(3)),
     case(next_default, R(3)),

@@ -689,14 +689,16 @@ def apply_module(block, x):
 
 
 # change made after the first call: (graphlift's graphs, torch.compile's graphs or None where
-# torch.compile serves a stale entry: a forward (pre-)hook on a submodule and a global hook)
+# torch.compile serves a stale entry: a forward (pre-)hook on a submodule and a global hook). A
+# backward hook: graphlift breaks at the hooked submodule and compiles its forward on its own
+# (3 graphs); torch.compile keeps its entry (1).
 IN_PLACE_CHANGES = {
     "forward_hook_on_a_submodule": (
         lambda b: b.fc.register_forward_hook(lambda m, i, o: o * 100), 2, None),
     "forward_pre_hook_on_a_submodule": (
         lambda b: b.fc.register_forward_pre_hook(lambda m, i: (i[0] * 3,)), 2, None),
     "backward_hook_on_a_submodule": (
-        lambda b: b.fc.register_full_backward_hook(lambda m, gi, go: None), 2, 1),
+        lambda b: b.fc.register_full_backward_hook(lambda m, gi, go: None), 3, 1),
     "buffer_deleted": (lambda b: delattr(b, "w"), 2, 2),
     "forward_of_a_submodule_replaced": (
         lambda b: setattr(b.fc, "forward", lambda x: x * 7), 2, 2),

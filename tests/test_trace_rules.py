@@ -27,11 +27,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 from reference import measure, recorded
+from test.support import import_helper
 
 import graphlift
 from graphlift import config, trace_rules, translator  # noqa: F401  (trackers register their rules on import)
 from graphlift.testing import CompileCounter
 from graphlift.trace_rules import Kind
+
+# functools.py's own partial (a Python class), as a fresh import without _functools has it.
+PY_FUNCTOOLS = import_helper.import_fresh_module("functools", blocked=["_functools"])
+# The C partial of a fresh _functools: another class than functools.partial, not polyfilled.
+C_FUNCTOOLS = import_helper.import_fresh_module("functools", fresh=["_functools"])
 
 
 def user_helper(x):
@@ -55,6 +61,9 @@ def no_grad_helper(x):
     (copy.deepcopy, Kind.POLYFILL, "polyfill"),  # stdlib Python, replaced by its stand-in
     (collections.deque.rotate, Kind.POLYFILL, "polyfill"),
     (functools.partial, Kind.POLYFILL, "polyfill"),
+    (PY_FUNCTOOLS.partial, Kind.INLINE, "stdlib_traced"),  # with its methods
+    (PY_FUNCTOOLS.partial.__call__, Kind.INLINE, "stdlib_traced"),
+    (C_FUNCTOOLS.partial, Kind.SKIP, "stdlib"),
     (len, Kind.BUILTIN, "python_builtin"),
     (sum, Kind.BUILTIN, "python_builtin"),
     (math.sqrt, Kind.BUILTIN, "pure_c_function"),
@@ -69,7 +78,8 @@ def no_grad_helper(x):
     (torch.einsum, Kind.GRAPH, "torch_python"),  # torch.functional: kept whole
     (print, Kind.SKIP, "io_builtin"),
     (open, Kind.SKIP, "io_builtin"),
-    (id, Kind.SKIP, "unhandled_builtin"),
+    (id, Kind.BUILTIN, "python_builtin"),  # of an input: a constant, pinned by identity
+    (dir, Kind.SKIP, "unhandled_builtin"),
     (logging.info, Kind.SKIP, "stdlib"),
     (time.time, Kind.SKIP, "stdlib"),  # a C function of the standard library
     (os.path.join, Kind.SKIP, "stdlib"),

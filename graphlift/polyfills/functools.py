@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 
+from graphlift.polyfills.support import call_original
+
 
 def reduce(function, iterable, /, *initial):
     """functools.reduce: fold ``function`` over the items, from ``initial`` if given."""
@@ -31,6 +33,10 @@ class partial:
     def __init__(self, func, /, *args, **keywords):
         if not callable(func):
             raise TypeError("the first argument must be callable")
+        if isinstance(func, functools.partial) and type(func) is not functools.partial:
+            # CPython flattens a subclass's object too, unless it has a __dict__, which the
+            # trace does not see: the real partial decides (a graph break).
+            call_original(functools.partial, func, *args, **keywords)
         if type(func) is functools.partial:
             args = func.args + args
             keywords = {**func.keywords, **keywords}

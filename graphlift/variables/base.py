@@ -237,6 +237,9 @@ class Builder(Protocol):
         """The tracker for ``value`` found at ``source``; the same source gives the same
         tracker."""
 
+    def value_at(self, source: Source) -> Any:
+        """The object the trace wrapped at ``source`` (``MISSING`` if it wrapped none there)."""
+
 
 class Cell(Protocol):
     """A cell of the frame (``tx.cells[name]``, a ``functions.CellVariable``)."""

@@ -23,6 +23,7 @@ import torch
 from graphlift import trace_rules
 from graphlift.config import config
 from graphlift.exc import Unsupported
+from graphlift.guards import has_instance_dict
 from graphlift.polyfills import POLYFILLS
 from graphlift.resume import GradModeExit
 from graphlift.sources import (
@@ -36,7 +37,7 @@ from graphlift.sources import (
     ViewDictSource,
     is_module_member,
 )
-from graphlift.variables.base import Translator, VariableTracker, lookup_class_attr
+from graphlift.variables.base import MISSING, Translator, VariableTracker, lookup_class_attr
 from graphlift.variables.callables import (
     StandInObjectVariable,
     is_classified_callable,
@@ -81,6 +82,7 @@ class VariableBuilder:
     def __init__(self, tx: Translator) -> None:
         self.tx = tx
         self._by_source: dict[Source, VariableTracker] = {}
+        self._values: dict[Source, Any] = {}  # what each source held when it was wrapped
         self._mutable_by_id: dict[int, VariableTracker] = {}
 
     def wrap(self, value: Any, source: Source) -> VariableTracker:
@@ -93,13 +95,19 @@ class VariableBuilder:
             # through the other, and a guard that the two stay one object.
             self.tx.guards.same_object(source, aliased.source)
             self._by_source[source] = aliased
+            self._values[source] = value
             return aliased
         tracker = self._wrap(value, source)
+        self._values[source] = value
         if _has_identity(value):
             tracker.real_object = value  # for ``is`` tests between two inputs
             self._mutable_by_id[id(value)] = tracker
         self._by_source[source] = tracker
         return tracker
+
+    def value_at(self, source: Source) -> Any:
+        """The object the trace wrapped at ``source`` (``MISSING`` if it wrapped none there)."""
+        return self._values.get(source, MISSING)
 
     def tracker_of(self, value: Any) -> VariableTracker | None:
         """The tracker of the object ``value`` if the trace read it from the inputs, else None."""
@@ -492,7 +500,7 @@ def _has_identity(value: Any) -> bool:
     return type(value) in (list, dict, set) or (
         not isinstance(value, (torch.Tensor, type, types.ModuleType, types.FunctionType,
                                types.BuiltinFunctionType, tuple, frozenset, enum.Enum))
-        and not is_constant_value(value) and hasattr(value, "__dict__"))
+        and not is_constant_value(value) and has_instance_dict(value))
 
 
 def wrap_unguarded(tx: Translator, value: Any) -> VariableTracker:

@@ -59,6 +59,7 @@ from graphlift.variables.methods import dict_fromkeys
 from graphlift.variables.objects import (
     BUILTIN_BASES,
     ClassVariable,
+    PythonModuleVariable,
     SuperVariable,
     UserObjectVariable,
     call_builtin_descriptor,
@@ -485,6 +486,44 @@ def _vars(tx, args, kwargs):
     return args[0].var_getattr(tx, "__dict__")
 
 
+def _id(tx, args, kwargs):
+    """id(obj) of an object that existed before the frame: its id, a constant. One read from
+    the inputs (it has a source) is guarded to be that very object; a builtin, a module or a
+    class is the real one its tracker holds, reached through guarded reads. An object made in
+    the frame has no address while tracing: a graph break."""
+    (obj,) = args
+    fixed = _FIXED_OBJECTS.get(type(obj))
+    if fixed is not None:
+        return ConstantVariable(id(fixed(obj)))
+    if isinstance(obj, ConstantVariable) and type(obj.value) in _SINGLETONS:
+        return ConstantVariable(id(obj.value))
+    value = tx.builder.value_at(obj.source) if obj.source is not None else MISSING
+    if value is MISSING:
+        raise Unsupported(f"id() of {obj.describe()}, not an object read from the inputs (one "
+                          "made in the frame): its address is only known when the frame runs",
+                          break_type="skipped_function")
+    tx.guards.id_match(obj.source, value)
+    return ConstantVariable(id(value))
+
+
+def _process_setting(read: Callable[[], Any], text: str) -> Callable:
+    """A reader of a setting of the interpreter (``sys.get_int_max_str_digits()``): its value
+    now, a constant, guarded to stay the same (the program may change it between calls)."""
+    def handler(tx, args, kwargs):
+        if args or kwargs:  # CPython's own TypeError, from the real call
+            if not all(v.is_constant() for v in [*args, *kwargs.values()]):
+                raise Unsupported(f"{text} with arguments")
+            try:
+                read(*(a.as_constant() for a in args),
+                     **{k: v.as_constant() for k, v in kwargs.items()})
+            except TypeError as error:
+                raise raise_real(error) from error
+        value = read()
+        tx.guards.global_switch(read, text, value)
+        return wrap_constant(value)
+    return handler
+
+
 def _method_type(tx, args, kwargs):
     """types.MethodType(function, obj): the bound method that obj.function would give
     (contextlib.ExitStack binds each context manager's __exit__ this way)."""
@@ -667,6 +706,10 @@ BUILTIN_HANDLERS: dict[Any, Callable] = {
     sorted: _sorted,  # constants, or a key function that gives constants
     callable: _callable,
     vars: _vars,  # vars(obj): its __dict__ (vars() alone reads the frame: a break)
+    id: _id,  # of an input: a constant, the object pinned by identity; of a new object: a break
+    # The int <-> str conversion limit (test_int's helpers read it), guarded.
+    sys.get_int_max_str_digits: _process_setting(sys.get_int_max_str_digits,
+                                                 "sys.get_int_max_str_digits()"),
     types.MethodType: _method_type,  # a Python function bound to an object
     dict: _dict,
     set: _set(frozen=False),
@@ -693,6 +736,7 @@ ARITY = {
     min: (1, None, frozenset({"key", "default"})),
     max: (1, None, frozenset({"key", "default"})),
     vars: (0, 1, frozenset()),
+    id: (1, 1, frozenset()),
     dict: (0, 1, None),  # dict(mapping_or_pairs, **items)
     set: (0, 1, frozenset()),
     frozenset: (0, 1, frozenset()),
@@ -929,3 +973,14 @@ class BuiltinVariable(VariableTracker):
 
 # The rules ask which builtins have a handler here (BUILTIN decisions).
 trace_rules.MODELLED_BUILTINS.update(BUILTIN_HANDLERS)
+
+
+# Constants that are one object each: id(None) is the same in every run.
+_SINGLETONS = frozenset({type(None), bool, type(Ellipsis), type(NotImplemented)})
+
+# Trackers that hold the real object they stand for, never one made in the frame: id() of it.
+_FIXED_OBJECTS: dict[type, Callable[[Any], Any]] = {
+    BuiltinVariable: operator.attrgetter("fn"),  # len, print: the builtins module's own
+    PythonModuleVariable: operator.attrgetter("module"),  # a module, by import or attribute
+    ClassVariable: operator.attrgetter("cls"),  # a class (one made in the frame is a break)
+}

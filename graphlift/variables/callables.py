@@ -18,6 +18,8 @@ from __future__ import annotations
 import types
 from typing import Any
 
+from torch._dispatch.python import enable_python_dispatcher
+
 from graphlift import trace_rules
 from graphlift.exc import Unsupported
 from graphlift.rebuild import Codegen
@@ -262,7 +264,7 @@ class AllowedFunctionVariable(VariableTracker):
 
     def _run(self, tx, fn, fake_args, fake_kwargs, what: str) -> Any:
         try:
-            with tx.output.fake_mode:
+            with tx.output.fake_mode, enable_python_dispatcher():  # as call_torch runs ops
                 return fn(*fake_args, **fake_kwargs)
         except Exception as error:
             raise Unsupported(

@@ -1,4 +1,4 @@
-"""Context managers modelled for ``with`` blocks: grad mode and autocast."""
+"""Context managers modelled for ``with`` blocks: grad mode, inference mode and autocast."""
 
 from __future__ import annotations
 
@@ -115,6 +115,58 @@ class AutocastVariable(VariableTracker):
         if name in ("__enter__", "__exit__"):
             return ContextMethodVariable(self, name)
         raise Unsupported(f"attribute {name!r} of {self.describe()}")
+
+
+class InferenceModeVariable(VariableTracker):
+    """``torch.inference_mode(mode)`` as a ``with`` block (or through its decorator).
+
+    Entering switches inference mode for real for the rest of the trace, so that fake tensors
+    see what eager's tensors see (no autograd history), and puts
+    ``torch.autograd.grad_mode._enter_inference_mode`` in the graph; exiting puts
+    ``_exit_inference_mode`` on the context that node returned, so the compiled code switches
+    at the same points. A graph break inside the block runs the frame eagerly (its exit cannot
+    be rebuilt outside the graph).
+    """
+
+    def __init__(self, mode: bool) -> None:
+        super().__init__()
+        self.mode = mode
+        self.node = None
+
+    def describe(self) -> str:
+        return f"inference_mode({self.mode})"
+
+    def python_type(self) -> type:
+        return torch.inference_mode
+
+    def enter(self, tx: Translator) -> VariableTracker:
+        tx.output.enter_real_context(torch.autograd.grad_mode._enter_inference_mode(self.mode))
+        self.node = tx.output.create_node("call_function",
+                                          torch.autograd.grad_mode._enter_inference_mode,
+                                          (self.mode,), {}, mutates=True)
+        return ConstantVariable(None)
+
+    def exit(self, tx: Translator) -> VariableTracker:
+        tx.output.exit_real_context()
+        tx.output.create_node("call_function", torch.autograd.grad_mode._exit_inference_mode,
+                              (self.node,), {}, mutates=True)
+        return ConstantVariable(None)
+
+    def var_getattr(self, tx, name):
+        if name in ("__enter__", "__exit__"):
+            return ContextMethodVariable(self, name)
+        raise Unsupported(f"attribute {name!r} of {self.describe()}")
+
+
+def make_inference_mode(tx: Translator, args: list, kwargs: dict) -> InferenceModeVariable:
+    """``torch.inference_mode(mode=True)``; the mode must be a constant known while tracing
+    (a function given as ``mode``, the decorator form written without parentheses, is not a
+    with block: refused)."""
+    mode = (args[0] if args else kwargs.get("mode"))
+    value = True if mode is None else mode.as_constant() if mode.is_constant() else None
+    if not isinstance(value, bool):
+        raise Unsupported("torch.inference_mode() with a mode that is not a constant bool")
+    return InferenceModeVariable(value)
 
 
 def make_autocast(tx: Translator, args: list, kwargs: dict) -> AutocastVariable:

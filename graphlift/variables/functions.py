@@ -19,11 +19,18 @@ from graphlift.sources import (
     GLOBALS_NAME,
     AttrSource,
     ClosureSource,
+    FreshModuleGlobalsSource,
     ItemSource,
     ModuleGlobalsSource,
     Source,
 )
-from graphlift.variables.base import Translator, VariableTracker
+from graphlift.variables.base import (
+    MISSING,
+    Translator,
+    VariableTracker,
+    lookup_class_attr,
+    raise_real,
+)
 from graphlift.variables.constant import ConstantVariable, is_constant_value, wrap_constant
 from graphlift.variables.containers import DictVariable, TupleVariable
 
@@ -126,7 +133,17 @@ class BaseUserFunctionVariable(VariableTracker):
             return ConstantVariable(self.code)
         if name == "__get__":  # binding by hand (LRScheduler's wrapper of optimizer.step)
             return FunctionGetVariable(self)
+        if lookup_class_attr(types.FunctionType, name) is MISSING and \
+                self.lacks_attribute(tx, name):
+            # Not a function's attribute, nor one the program gave it (hasattr(f, "func"),
+            # as the Python functools.partial asks of its argument).
+            raise raise_real(AttributeError(f"'function' object has no attribute {name!r}"))
         raise Unsupported(f"attribute {name!r} of a function")
+
+    def lacks_attribute(self, tx: Translator, name: str) -> bool:
+        """Whether the function's ``__dict__`` certainly lacks ``name``: a function made in the
+        frame has no attributes (storing one is a graph break)."""
+        return True
 
 
 class FunctionGetVariable(VariableTracker):
@@ -177,7 +194,18 @@ class UserFunctionVariable(BaseUserFunctionVariable):
             if self.source is not None:
                 return tx.builder.wrap(value, AttrSource(self.source, name))
             return ConstantVariable(value)
+        if self.source is not None and name in self.fn.__dict__ and \
+                lookup_class_attr(types.FunctionType, name) is MISSING:
+            # An attribute the program gave the function (__wrapped__, a marker), guarded.
+            return tx.builder.wrap(self.fn.__dict__[name], AttrSource(self.source, name))
         return super().var_getattr(tx, name)
+
+    def lacks_attribute(self, tx, name):
+        # Without a source no guard could see the function gain the attribute later.
+        if self.source is None or name in self.fn.__dict__:
+            return False
+        tx.guards.not_shadowed(self.source, name)
+        return True
 
     def call(self, tx, args, kwargs):
         handler = CALL_HANDLERS.get(self.fn)
@@ -232,13 +260,17 @@ class UserFunctionVariable(BaseUserFunctionVariable):
 
 def module_globals_source(globals_dict: dict[str, Any]) -> Source | None:
     """The source of an imported module's globals, if ``globals_dict`` is one (a method of a
-    model class defined in another file reads its globals through this)."""
+    model class defined in another file reads its globals through this); a module's globals
+    that ``sys.modules`` does not hold (a fresh import of it) are pinned as they are."""
     spec = globals_dict.get("__spec__")
     # The import name first: _collections_abc calls itself collections.abc in __name__.
-    for name in (getattr(spec, "name", None), globals_dict.get("__name__")):
+    names = (getattr(spec, "name", None), globals_dict.get("__name__"))
+    for name in names:
         module = sys.modules.get(name) if isinstance(name, str) else None
         if module is not None and getattr(module, "__dict__", None) is globals_dict:
             return ModuleGlobalsSource(name, globals_dict)
+    if isinstance(names[1], str) and getattr(spec, "name", None) == names[1]:
+        return FreshModuleGlobalsSource(names[1], globals_dict)
     return None
 
 

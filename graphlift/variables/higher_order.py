@@ -37,6 +37,8 @@ from typing import Any
 
 import torch
 import torch.fx
+import torch.utils.hooks
+from torch._higher_order_ops.register_hook import register_hook_op
 
 from graphlift.exc import Unsupported
 from graphlift.output_graph import STATE_SWITCHES, storage_ref
@@ -46,7 +48,7 @@ from graphlift.variables.base import TracedException, Translator, VariableTracke
 from graphlift.variables.constant import ConstantVariable
 from graphlift.variables.containers import ListVariable, TupleVariable
 from graphlift.variables.functions import CellVariable
-from graphlift.variables.tensor import TensorVariable, call_torch
+from graphlift.variables.tensor import CALLABLE_METHODS, TensorVariable, call_torch
 
 BODY_BREAK = "higher_order_body"
 
@@ -599,6 +601,80 @@ def _stacked(tx: Translator, fake: torch.Tensor, length: int) -> torch.Tensor:
     """The fake of ``length`` outputs like ``fake`` stacked along a new dimension 0."""
     with tx.output.fake_mode:
         return fake.unsqueeze(0).expand(length, *fake.shape).contiguous()
+
+
+# -- Tensor.register_hook ------------------------------------------------------------------------
+def call_register_hook(tx: Translator, tensor: TensorVariable, args: list[VariableTracker],
+                       kwargs: dict[str, VariableTracker]) -> VariableTracker:
+    """``t.register_hook(hook)``, as torch.compile does it. On a tensor reached through a source
+    (an input, a parameter) the call is deferred: it runs on the real tensor after the graph, so
+    the hook is that tensor's for every backward to come, as in eager. On a tensor made by the
+    graph, the hook is traced into a subgraph and the graph calls torch's ``register_hook``
+    operator on it, so a differentiating backend (``aot_eager``, ``inductor``) puts the hook's
+    work into its backward graph. A hook the body tracing refuses (one with side effects, one
+    that writes outside itself) is a graph break: the hook is then registered eagerly on the
+    real tensor.
+    """
+    op = "Tensor.register_hook"
+    (hook,) = bind(op, args, kwargs, ("hook",), {})
+    if not tensor.fake.requires_grad:
+        raise Unsupported(f"{op} on a tensor that does not require grad raises when run",
+                          break_type="torch_error")
+    if tensor.source is not None:
+        tx.output.side_effects.defer_call(tensor, "register_hook", [hook], {})
+        return HookHandleVariable()
+    with tx.output.fake_mode:
+        grad = proxy(tx, tensor.fake.detach())
+    body = trace_body(tx, op, "hook", _GradIfNone(hook), [grad], [grad])
+    if not body.bare or not same_metadata(body.fakes, [tensor.fake]):
+        raise Unsupported(f"{op}: the hook must return a gradient like the tensor's "
+                          f"({_shapes([tensor.fake])}), got {_shapes(body.fakes)}",
+                          break_type=BODY_BREAK)
+    lifted = union(body)
+    attr = install(tx, body, lifted, "hook_body", bare_output=True)
+    erase(tx, body)
+    node = tx.output.create_node("call_function", register_hook_op,
+                                 (tensor.node, attr, *lifted), {}, mutates=True)
+    node.meta["example_value"] = tensor.fake  # the operator returns its tensor
+    return HookHandleVariable()
+
+
+class _GradIfNone(VariableTracker):
+    """A tensor hook for the body trace: where it returns None (the gradient unchanged), the
+    body returns its gradient argument, since a subgraph returns tensors."""
+
+    def __init__(self, fn: VariableTracker) -> None:
+        super().__init__(None)
+        self.fn = fn
+
+    def describe(self) -> str:
+        return self.fn.describe()
+
+    def call(self, tx, args, kwargs):
+        result = self.fn.call(tx, args, kwargs)
+        return args[0] if result.is_constant() and result.as_constant() is None else result
+
+
+class HookHandleVariable(VariableTracker):
+    """The ``RemovableHandle`` that ``register_hook`` returns, where the program drops it. The
+    real handle exists only after the graph (or never: the operator returns none), so using it
+    in the frame, returning it or keeping it across a break is refused."""
+
+    def describe(self) -> str:
+        return "the handle of a hook registered in compiled code"
+
+    def python_type(self) -> type:
+        return torch.utils.hooks.RemovableHandle
+
+    def var_getattr(self, tx, name):
+        raise Unsupported(f"{self.describe()} is not modelled (.{name})",
+                          hints=("keep register_hook's handle outside the compiled function",))
+
+    def reconstruct(self, codegen: Codegen) -> str:
+        raise Unsupported(f"{self.describe()} cannot leave the compiled frame")
+
+
+CALLABLE_METHODS["register_hook"] = call_register_hook
 
 
 # The operators by the name trace_rules.HIGHER_ORDER_OPS gives each torch function.

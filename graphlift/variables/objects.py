@@ -22,6 +22,7 @@ import torch
 
 from graphlift import trace_rules
 from graphlift.exc import Unsupported
+from graphlift.guards import has_instance_dict, instance_dict
 from graphlift.rebuild import Codegen
 from graphlift.sources import AttrSource, EnvironSource
 from graphlift.trace_rules import is_torch_module
@@ -34,7 +35,12 @@ from graphlift.variables.base import (
 )
 from graphlift.variables.constant import ConstantVariable, is_constant_value, wrap_constant
 from graphlift.variables.containers import DictVariable, TupleVariable
-from graphlift.variables.context import GradModeVariable, make_autocast, set_grad_mode
+from graphlift.variables.context import (
+    GradModeVariable,
+    make_autocast,
+    make_inference_mode,
+    set_grad_mode,
+)
 from graphlift.variables.exceptions import ExceptionVariable
 from graphlift.variables.functions import UserFunctionVariable, UserMethodVariable
 from graphlift.variables.methods import call_builtin_method
@@ -290,6 +296,7 @@ CONSTRUCTORS = {
     torch.enable_grad: _grad_mode(True),  # with torch.enable_grad(): grad mode on inside
     torch.set_grad_enabled: _set_grad_enabled,  # switches immediately; restores on __exit__
     torch.autocast: lambda tx, args, kwargs: _autocast(tx, args, kwargs),  # enter/exit nodes
+    torch.inference_mode: make_inference_mode,  # enter/exit nodes, like autocast
     torch.Size: _fold_constructor(torch.Size),  # torch.Size([2, 3]) is a constant
     torch.device: _fold_constructor(torch.device),  # torch.device("cpu") is a constant
     torch.finfo: _fold_object(torch.finfo),  # torch.finfo(dtype).eps: attributes are constants
@@ -625,9 +632,9 @@ class UserObjectVariable(VariableTracker):
         class_attr = lookup_class_attr(self.cls, name)
         data_descriptor = hasattr(type(class_attr), "__set__")
         if not data_descriptor and not self.is_new:
-            instance_dict = getattr(self.value, "__dict__", {})
-            if name in instance_dict:
-                return self._wrap_attr(tx, name, instance_dict[name])
+            own = instance_dict(self.value)
+            if name in own:
+                return self._wrap_attr(tx, name, own[name])
         if isinstance(class_attr, types.MemberDescriptorType) and not self.is_new:
             try:  # a __slots__ attribute of an object from the inputs: read it for real
                 return self._wrap_attr(tx, name, class_attr.__get__(self.value, self.cls))
@@ -642,7 +649,7 @@ class UserObjectVariable(VariableTracker):
             raise raise_real(AttributeError(
                 f"{self.cls.__name__!r} object has no attribute {name!r}"))
         source = self._class_attr_source(name)
-        if source is not None and not data_descriptor and hasattr(self.value, "__dict__"):
+        if source is not None and not data_descriptor and has_instance_dict(self.value):
             tx.guards.not_shadowed(self.source, name)  # o.method = ... later would win
         return bind_class_attr(tx, self, self.cls, name, class_attr, source)
 
@@ -658,7 +665,7 @@ class UserObjectVariable(VariableTracker):
                  lookup_class_attr(self.cls, "__getattribute__"))
         if not any(isinstance(hook, types.FunctionType) for hook in hooks):
             tx.guards.attr_absent(self.source, name)
-        elif hasattr(self.value, "__dict__") and lookup_class_attr(self.cls, name) is MISSING:
+        elif has_instance_dict(self.value) and lookup_class_attr(self.cls, name) is MISSING:
             tx.guards.not_shadowed(self.source, name)
         else:
             raise Unsupported(f"the absence of {name!r} on {self!r}, whose class looks "

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 import torch.fx
 import torch.utils._pytree as pytree
+from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
@@ -72,7 +73,6 @@ DATA_DEPENDENT_METHODS = {
     "__index__": "reads a tensor's value into Python",
     "data_ptr": "exposes a real memory address",
     "backward": "runs autograd outside the graph",
-    "register_hook": "installs a Python hook on a tensor",
     "retain_grad": "changes autograd state of a real tensor",
     "untyped_storage": "exposes real storage",
 }
@@ -200,6 +200,9 @@ class TensorMethodVariable(VariableTracker):
         to_array = ARRAY_METHODS.get(self.name) if config.trace_numpy else None
         if to_array is not None:
             return to_array(tx, self.tensor, args, kwargs)
+        takes_callable = CALLABLE_METHODS.get(self.name)
+        if takes_callable is not None:
+            return takes_callable(tx, self.tensor, args, kwargs)
         # Refused at the call, not the attribute load, so the frame can split at the call.
         if self.name in DATA_DEPENDENT_METHODS:
             raise Unsupported(f"Tensor.{self.name}() {DATA_DEPENDENT_METHODS[self.name]}",
@@ -245,6 +248,10 @@ def _tolist(tx: Translator, tensor: TensorVariable, args: list[VariableTracker],
 
     return items(tensor)
 
+
+# Tensor methods that take a Python callable, filled by variables/higher_order.py (above this
+# module, where bodies are traced): ``t.register_hook(hook)``.
+CALLABLE_METHODS: dict[str, Callable] = {}
 
 # Filled by variables/numpy.py (above this module): ``t.numpy()``, and the torch functions that
 # take an ndarray (``torch.from_numpy(a)``); a handler returns None to decline.
@@ -293,7 +300,8 @@ class TorchCallableVariable(VariableTracker):
             return switch(tx, args, kwargs)
         if self.fn in STATE_READERS and not args and not kwargs:
             value = self.fn()  # folded, and guarded: the switch may be flipped between calls
-            tx.guards.global_switch(self.fn, f"torch.{self.describe()}()", value)
+            if not _set_by_trace(tx, self.fn):
+                tx.guards.global_switch(self.fn, f"torch.{self.describe()}()", value)
             return wrap_constant(value)
         reason = trace_rules.stateful_reason(self.fn)
         if reason is not None:
@@ -426,6 +434,14 @@ STATE_SWITCHES = {
 }
 
 
+def _set_by_trace(tx: Translator, fn: Any) -> bool:
+    """Whether a switch reader's answer is set by a block the trace is inside: inside
+    ``with torch.inference_mode(m)`` the mode is ``m`` whatever it was at the call, so a guard
+    on it (checked at the call) would fail every time."""
+    return fn is torch.is_inference_mode_enabled and \
+        tx.output.in_real_context(torch._C._InferenceMode)
+
+
 # Torch functions that read a process-wide switch: the value is folded under a guard. (Grad mode
 # and autocast are not here: the trace switches them itself, and the entry guards their state at
 # the call.)
@@ -497,7 +513,9 @@ def _tensor_scalar_stand_in(op: str, target: Any, args: list,
 def _run_fake(tx, op, target, fake_args, fake_kwargs, effects: EffectRecorder):
     name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
     try:
-        with tx.output.fake_mode, effects:
+        # The Python dispatcher runs the SymInt-aware Python kernels of composite ops: without
+        # it their C++ kernels read sizes as ints (F.pad calls aten.size), pinning symbols.
+        with tx.output.fake_mode, enable_python_dispatcher(), effects:
             if op == "call_method":
                 return getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
             return target(*fake_args, **fake_kwargs)
