@@ -485,3 +485,17 @@ def test_fork_rng_leaves_the_program_s_stream_as_eager_does(case):
 for _case in CASES:
     if _case not in HOOK_CASES:
         measure(f"training/{_case}", functools.partial(_torch_compile_graphs, _case))
+
+
+def test_a_hook_on_a_tensor_without_grad_raises_eager_s_error():
+    def hooks_a_constant(x):
+        y = x * 2
+        y.register_hook(lambda grad: grad)
+        return y
+
+    x = torch.ones(3)
+    with pytest.raises(RuntimeError) as eager:
+        hooks_a_constant(x)
+    with pytest.raises(RuntimeError) as compiled:
+        graphlift.compile(hooks_a_constant, backend="eager")(x)
+    assert str(compiled.value) == str(eager.value)
