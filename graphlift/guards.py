@@ -21,6 +21,7 @@ import enum
 import math
 import operator
 import re
+import reprlib
 import sys
 import types
 import weakref
@@ -85,6 +86,24 @@ _get_default_dtype = torch.get_default_dtype
 MODE_STACK_CHECKS = ("__gl_function_modes() == 0", "__gl_dispatch_modes() == 0")
 
 
+class _NowRepr(reprlib.Repr):
+    """What a miss shows a value as: long containers and strings cut short, a tensor as its
+    type, shape and dtype (a Parameter's own repr prints its data, lines of it)."""
+
+    def __init__(self) -> None:
+        super().__init__()  # keyword limits only from 3.12 on
+        self.maxlevel, self.maxstring, self.maxother = 3, 80, 80
+        self.maxtuple = self.maxlist = self.maxdict = self.maxset = 6
+
+    def repr1(self, x: Any, level: int) -> str:
+        if isinstance(x, torch.Tensor):
+            return f"{type(x).__name__}(shape={list(x.shape)}, dtype={x.dtype})"
+        return super().repr1(x, level)
+
+
+_short_repr = _NowRepr().repr
+
+
 @dataclass
 class CompiledGuards:
     """The generated check function of one cache entry, with its source and per-guard checks."""
@@ -137,9 +156,9 @@ class CompiledGuards:
         except Exception:
             return ""
         if guard.current_names:
-            now = ", ".join(f"{n} = {v!r}" for n, v in zip(guard.current_names, value))
+            now = ", ".join(f"{n} = {_short_repr(v)}" for n, v in zip(guard.current_names, value))
         else:
-            now = repr(value)
+            now = _short_repr(value)
         if guard.zero_one and value in (0, 1):
             now += "; sizes 0 and 1 are always specialized, so this size gets an entry of its own"
         return f" (now {now})"

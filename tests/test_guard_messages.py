@@ -131,3 +131,29 @@ def test_guards_the_call_itself_fixes_carry_no_line():
     (entry,) = graphlift.cache_entries(compiled)
     shown = entry.compiled_guards.shown_texts()
     assert "torch.is_grad_enabled() == True" in shown
+
+
+STATE: dict = {}
+
+
+def counts_the_state(x):
+    for _ in STATE:
+        x = x + 1
+    return x
+
+
+def test_what_a_miss_sees_now_is_shown_short(graphlift_logs):
+    """A tensor is shown by its type, shape and dtype and a long list cut short: a miss on an
+    optimizer's state (keyed by Parameters) once printed every Parameter's data."""
+    compiled = graphlift.compile(counts_the_state)
+    compiled(torch.ones(2))
+    STATE.update({torch.nn.Parameter(torch.ones(2, 3)): 0, **{i: i for i in range(10)}})
+    try:
+        compiled(torch.ones(2))
+    finally:
+        STATE.clear()
+    reasons = [line for line in graphlift_logs for line in line.splitlines() if "(now " in line]
+    line = line_of(counts_the_state, "for _ in STATE")
+    assert reasons == ["    - 0/0: list(G['STATE']) == [] (now [Parameter(shape=[2, 3], "
+                       "dtype=torch.float32), 0, 1, 2, 3, 4, ...])  # for _ in STATE:  at "
+                       f"{__file__}:{line}"], reasons
