@@ -129,6 +129,8 @@ class ExtraState:
         self.frame_id: int | None = None
         self.compile_count = 0
         self.run_only = False  # a recompile limit was hit: misses run eagerly
+        # A call ran eagerly because it made state its trace read (exc.FirstCallRunsEagerly).
+        self.first_call_ran_eagerly = False
         self.stats = Stats()
         self.breaks: list[GraphBreak] = []
         self.resume_points: dict[tuple, Any] = {}  # (ResumeKey, options) -> ResumePoint
@@ -170,6 +172,14 @@ class ExtraState:
         """Put ``new`` where ``old`` is in the chain (call with ``lock`` held)."""
         self.entries = [new if e is old else e for e in self.entries]
         self.head = self.entries[0] if self.entries else None
+
+    def withdraw_compile_id(self) -> None:
+        """The compile that took the last id made no entry (its call ran eagerly:
+        :class:`graphlift.exc.FirstCallRunsEagerly`); the next compile takes the id again."""
+        global _accumulated_compiles, _accumulated_recompiles
+        self.compile_count -= 1
+        _accumulated_compiles -= 1
+        _accumulated_recompiles -= bool(self.entries)
 
     def next_compile_id(self) -> str:
         global _accumulated_compiles, _accumulated_recompiles

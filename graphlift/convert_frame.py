@@ -28,6 +28,7 @@ from graphlift.dynamic_shapes import ShapePolicy
 from graphlift.exc import (
     BackendCompilerFailed,
     ConstraintViolationError,
+    FirstCallRunsEagerly,
     GraphliftError,
     InternalError,
     Unsupported,
@@ -125,6 +126,11 @@ def convert_frame(fn: types.FunctionType, state: ExtraState, args: tuple,
     try:
         return _convert(fn, state, args, options, wrappers, signature, compile_id)
     except (*USER_FACING_ERRORS, RecursionError):  # the caller runs a too-deep frame eagerly
+        raise
+    except FirstCallRunsEagerly:  # the caller runs this call eagerly; nothing was compiled
+        state.withdraw_compile_id()
+        state.stats.compiles -= 1
+        state.first_call_ran_eagerly = True
         raise
     except Exception as error:  # a bug of graphlift's: see _internal_error
         if not (options.fullgraph or config.raise_internal_errors):
@@ -268,6 +274,7 @@ class _Attempt:
                              capture_dynamic_shapes=options.fullgraph or
                              config.capture_dynamic_output_shape_ops)
         output.takes_subgraphs = takes_subgraphs(options.backend)
+        output.may_run_first_call_eagerly = not state.first_call_ran_eagerly
         self.guards = guards = GuardBuilder()
         guards.locate = output.guard_origin  # each guard names the user's line behind it
         codegen = OutputCodegen(self.wrappers)

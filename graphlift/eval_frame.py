@@ -78,6 +78,7 @@ from graphlift.convert_frame import (
     modes_active,
 )
 from graphlift.exc import (
+    FirstCallRunsEagerly,
     GraphliftError,
     InternalError,
     RecompileError,
@@ -797,6 +798,11 @@ def _compile_entry(fn: types.FunctionType, state: ExtraState, options: CompileOp
     try:
         with progress.compiling(f"{fn.__qualname__} ({state.location})") as timing:
             entry = convert_frame(fn, state, args, options, WRAPPERS)
+    except FirstCallRunsEagerly as why:  # this call makes the state its trace read
+        if logs.enabled("recompiles"):
+            logs.emit("recompiles", f"{fn.__qualname__} ({state.location}) runs eagerly this "
+                      f"call, compiled from the next: {why}")
+        return None
     except Exception as error:
         if isinstance(error, RecursionError) and not options.fullgraph:
             # Compiling takes more stack than the call had left (a deep recursion of the

@@ -82,5 +82,11 @@ class GuardBuildError(GraphliftError):
     """A guard could not be built for a value the graph depends on."""
 
 
+class FirstCallRunsEagerly(GraphliftError):
+    """The trace met state the call itself makes on its first run (an optimizer's state, made by
+    its first step): this call runs eagerly, and the next compiles with the state there. Raised
+    at most once per code object; never reaches the user."""
+
+
 class ConstraintViolationError(GraphliftError):
     """A dimension marked dynamic (``graphlift.mark_dynamic``) was specialized while tracing."""

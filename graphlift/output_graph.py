@@ -101,6 +101,9 @@ class OutputGraph:
         # Whether the backend takes nested compile regions as subgraphs (``invoke_subgraph``),
         # set by the compile; the module that holds them as its attributes (``subgraph_0``).
         self.takes_subgraphs = False
+        # Whether a trace that meets state the call makes on its first run may give up and run
+        # the call eagerly (exc.FirstCallRunsEagerly): once per code object, set by the compile.
+        self.may_run_first_call_eagerly = False
         self.root = torch.nn.Module()
         self._real_contexts: list[Any] = []
 

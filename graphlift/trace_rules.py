@@ -239,6 +239,10 @@ OPTIMIZER_GRAD_MODE = Rule("optimizer_grad_mode", Kind.POLYFILL,
                            "torch.optim's grad-mode wrapper of a step: the step under its grad "
                            "mode, without the wrapper's two graph breaks (around them torch."
                            "compile's graphs are empty)")
+OPTIMIZER_FIRST_STEP = Rule("optimizer_first_step", Kind.SKIP,
+                            "an optimizer step that makes the optimizer's state: the call runs "
+                            "eagerly once, and the next compiles the step with the state made",
+                            "nothing to do: from the second call on the step is compiled")
 POLYFILLED = Rule("polyfill", Kind.POLYFILL,
                   "a C function with a pure-Python stand-in in graphlift.polyfills")
 POLYFILL_DECLINED = Rule("polyfill_declined", Kind.SKIP,
@@ -330,7 +334,7 @@ USER_CODE = Rule("user_code", Kind.INLINE, "user code is traced")
 # Every rule, for reports and tests (names are unique).
 RULES = (DISABLED, TORCH_DISABLED, TORCH_DISALLOWED, ALLOW_IN_GRAPH, COMPILED_FUNCTION,
          TORCH_REGION, FORCED_BREAK, TORCH_MARKER, HIGHER_ORDER, TORCH_FORBIDDEN,
-         OPTIMIZER_GRAD_MODE, POLYFILLED,
+         OPTIMIZER_GRAD_MODE, OPTIMIZER_FIRST_STEP, POLYFILLED,
          POLYFILL_DECLINED, MODELLED_CLASS, IO_BUILTIN, PYTHON_BUILTIN, UNHANDLED_BUILTIN,
          BUILTIN_TYPE_METHOD, CONSTANT_CLASS_METHOD, PURE_C_FUNCTION, TORCH_GLOBAL_STATE,
          TENSOR_METHOD, TORCH_OP, CUSTOM_OP, C_METHOD, CONFIG_SKIP, CONFIG_INLINE,
@@ -580,6 +584,8 @@ def _by_object(fn: Any) -> Decision | None:
     marker = _torch_marker(fn)
     if marker is not None:
         return marker
+    if fn is optim.run_first_step_eagerly:
+        return Decision(Kind.SKIP, OPTIMIZER_FIRST_STEP)
     if getattr(fn, "__code__", None) is optim.USE_GRAD_CODE:
         return Decision(Kind.POLYFILL, OPTIMIZER_GRAD_MODE, target=optim.use_grad_stand_in(fn))
     numpy_entry = NUMPY_FUNCTIONS.get(id(fn)) if config.trace_numpy else None

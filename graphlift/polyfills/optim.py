@@ -24,6 +24,13 @@ USE_GRAD_CODE = _optimizer._use_grad_for_differentiable(lambda self: None).__cod
 _STAND_IN_ATTR = "_graphlift_stand_in"  # on a _use_grad wrapper: its stand-in
 
 
+def run_first_step_eagerly() -> None:
+    """Traced, a step that makes its optimizer's state: the compile gives up and the call runs
+    eagerly, once per code object (``trace_rules.OPTIMIZER_FIRST_STEP``); the next call
+    compiles the step with the state there, one graph as torch.compile's (which makes the state
+    for real while tracing, something graphlift never does). Called for real it does nothing."""
+
+
 def use_grad_stand_in(wrapper: Callable) -> Callable:
     """The stand-in of one ``_use_grad`` wrapper: the step it wraps, under the grad mode."""
     stand_in = wrapper.__dict__.get(_STAND_IN_ATTR)
@@ -31,7 +38,14 @@ def use_grad_stand_in(wrapper: Callable) -> Callable:
         step = wrapper.__wrapped__
 
         def use_grad(*args: Any, **kwargs: Any) -> Any:
-            with torch.set_grad_enabled(args[0].defaults["differentiable"]):
+            optimizer = args[0]
+            # A parameter with a gradient and no state yet: this step makes the state (Adam's
+            # moments, SGD's momentum buffer), which the steady step's graph reads.
+            for group in optimizer.param_groups:
+                for param in group["params"]:
+                    if param.grad is not None and not optimizer.state.get(param):
+                        run_first_step_eagerly()
+            with torch.set_grad_enabled(optimizer.defaults["differentiable"]):
                 return step(*args, **kwargs)
 
         stand_in = wrapper.__dict__[_STAND_IN_ATTR] = use_grad

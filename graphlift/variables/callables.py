@@ -21,7 +21,7 @@ from typing import Any
 from torch._dispatch.python import enable_python_dispatcher
 
 from graphlift import trace_rules
-from graphlift.exc import Unsupported
+from graphlift.exc import FirstCallRunsEagerly, Unsupported
 from graphlift.rebuild import Codegen
 from graphlift.sources import AttrSource, Source
 from graphlift.trace_rules import Decision, Kind
@@ -111,6 +111,10 @@ class SkippedFunctionVariable(VariableTracker):
         return type(self.fn)
 
     def call(self, tx, args, kwargs):
+        if self.decision.rule is trace_rules.OPTIMIZER_FIRST_STEP:
+            if tx.output.may_run_first_call_eagerly:
+                raise FirstCallRunsEagerly(self.decision.rule.why)
+            return wrap_constant(None)  # this code object ran one call eagerly already
         if self.decision.rule is trace_rules.POLYFILL_DECLINED and args:
             original = args[0]
             raise trace_rules.skip_error(original.describe(), self.decision)
