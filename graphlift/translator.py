@@ -880,6 +880,11 @@ class InstructionTranslator:
         result = self.user_dunder(op, left, right)
         if result is not None:
             return result
+        one_set = isinstance(left, SetVariable) != isinstance(right, SetVariable)
+        other = right if isinstance(left, SetVariable) else left
+        if op in BINARY_SYMBOLS and one_set and other.python_type() in NO_OPERATORS:
+            # A set's operators give way for a non-set; functions and generators have none.
+            raise binary_type_error(op, left, right)
         raise Unsupported(f"operator {op.__name__} on {left!r} and {right!r}")
 
     def user_dunder(self, op: Any, left: VariableTracker, right: VariableTracker) -> \
@@ -1515,6 +1520,11 @@ class InstructionTranslator:
             self.jump(inst)
         else:
             self.push(item)
+
+
+# Types whose objects define no operator at all: ``set - f`` raises TypeError.
+NO_OPERATORS = frozenset({types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+                          types.GeneratorType, types.BuiltinMethodType})
 
 
 class InliningTranslator(InstructionTranslator):

@@ -319,6 +319,25 @@ def int_digits_limit(x):
     return x + 1, limit, limit == 0 or limit >= 640
 
 
+def _numbers():
+    yield 1
+
+
+def set_operators_with_non_sets(x, other):
+    s = {1, 2}
+    errors = []
+    for attempt in (lambda: s - other, lambda: other | s, lambda: s & len):
+        try:
+            attempt()
+        except TypeError as e:
+            errors.append(str(e))
+    try:
+        s ^= other
+    except TypeError as e:
+        errors.append(str(e))
+    return x + 1, errors, s
+
+
 SHARED = Base()
 MODULES = (math, operator)
 
@@ -390,6 +409,7 @@ CASES = [
     Case(python_partial_of_fresh_import, _x, 1, 0),
     Case(module_table_read, _x, 1, 0),
     Case(int_digits_limit, _x, 1, 0),
+    Case(set_operators_with_non_sets, lambda: (torch.randn(3), _numbers()), 1, 0),
     Case(id_of_existing_objects, lambda: (torch.randn(3), SHARED, HANDLERS), 1, 0),
     # A break at each id() of an object made in the frame; torch.compile runs the frame
     # eagerly after the first.
