@@ -33,6 +33,7 @@ import io
 import math
 import operator
 import re
+import struct
 import sys
 import traceback
 import weakref
@@ -338,6 +339,19 @@ def set_operators_with_non_sets(x, other):
     return x + 1, errors, s
 
 
+def struct_on_constants(x):
+    bits = struct.unpack("<q", struct.pack("<d", -0.0))[0]
+    return x + struct.calcsize("<i"), bits
+
+
+def struct_error(x):
+    # Not a Case: torch.compile's measure fails (an internal error on struct.error).
+    try:
+        struct.pack("<d", "a")
+    except struct.error as e:
+        return x + 1, str(e)
+
+
 SHARED = Base()
 MODULES = (math, operator)
 
@@ -409,6 +423,8 @@ CASES = [
     Case(python_partial_of_fresh_import, _x, 1, 0),
     Case(module_table_read, _x, 1, 0),
     Case(int_digits_limit, _x, 1, 0),
+    # torch.compile breaks at struct.unpack.
+    Case(struct_on_constants, _x, 1, 0, tc=(1, 1, True)),
     Case(set_operators_with_non_sets, lambda: (torch.randn(3), _numbers()), 1, 0),
     Case(id_of_existing_objects, lambda: (torch.randn(3), SHARED, HANDLERS), 1, 0),
     # A break at each id() of an object made in the frame; torch.compile runs the frame
@@ -521,3 +537,9 @@ def test_int_digits_limit_is_guarded() -> None:
     finally:
         sys.set_int_max_str_digits(before)
     assert graphlift.stats(int_digits_limit).compiles == 2
+
+
+def test_struct_error_is_the_programs() -> None:
+    """struct.pack on a wrong constant raises struct.error in the trace, as eagerly."""
+    compiled = graphlift.compile(struct_error, backend="eager", fullgraph=True)
+    assert_same(struct_error(torch.ones(1)), compiled(torch.ones(1)))

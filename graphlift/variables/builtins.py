@@ -952,8 +952,9 @@ class BuiltinVariable(VariableTracker):
             except (TypeError, ValueError) as error:
                 raise Unsupported(f"{self.fn.__name__}() raised {type(error).__name__}: {error}",
                                   break_type="user_exception") from error
-        if self.fn in trace_rules.PURE_BUILTINS or owner in trace_rules.CONSTANT_CLASSES:
-            return fold(self.fn, args, kwargs)  # dict.fromkeys, str.join, int.from_bytes...
+        if self.fn in trace_rules.PURE_BUILTINS or owner in trace_rules.CONSTANT_CLASSES or \
+                self.fn in trace_rules.PURE_C_FUNCTIONS:
+            return fold(self.fn, args, kwargs)  # dict.fromkeys, str.join, struct.pack...
         module = getattr(self.fn, "__module__", None)
         if module in PURE_MODULES:
             if module.endswith("operator") and any(isinstance(a, TensorVariable) for a in args):
