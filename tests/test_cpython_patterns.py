@@ -447,7 +447,9 @@ CASES = [
     Case(function_attributes_read, lambda: (torch.randn(3), marked), 1, 0),
     Case(python_partial_of_fresh_import, _x, 1, 0),
     Case(module_table_read, _x, 1, 0),
-    Case(int_digits_limit, _x, 1, 0),
+    # torch.compile breaks at sys.get_int_max_str_digits() on 3.10 only.
+    Case(int_digits_limit, _x, 1, 0,
+         tc=(1, 1, True) if sys.version_info[:2] == (3, 10) else None),
     # torch.compile's answer differs from eager's.
     Case(set_methods_draw_generators, _x, 1, 0, tc=(1, 0, False)),
     # torch.compile breaks at struct.unpack.
