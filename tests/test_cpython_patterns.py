@@ -377,6 +377,22 @@ def set_methods_draw_generators(x):
     return x + 1, out, s
 
 
+class Suppress:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.seen = (exc_type, tb is None, tb is not None)
+        return True
+
+
+def exit_gets_a_traceback(x):
+    manager = Suppress()
+    with manager:
+        1 // 0  # noqa: B018 -- raises ZeroDivisionError
+    return x + 1, manager.seen
+
+
 SHARED = Base()
 MODULES = (math, operator)
 
@@ -448,6 +464,7 @@ CASES = [
     Case(python_partial_of_fresh_import, _x, 1, 0),
     Case(module_table_read, _x, 1, 0),
     # torch.compile breaks at sys.get_int_max_str_digits() on 3.10 only.
+    Case(exit_gets_a_traceback, _x, 1, 0),
     Case(int_digits_limit, _x, 1, 0,
          tc=(1, 1, True) if sys.version_info[:2] == (3, 10) else None),
     # torch.compile's answer differs from eager's.
