@@ -589,3 +589,15 @@ def test_struct_error_is_the_programs() -> None:
     """struct.pack on a wrong constant raises struct.error in the trace, as eagerly."""
     compiled = graphlift.compile(struct_error, backend="eager", fullgraph=True)
     assert_same(struct_error(torch.ones(1)), compiled(torch.ones(1)))
+
+
+def test_type_with_three_arguments_is_a_plain_break() -> None:
+    """type(name, bases, dict) is refused as a construct, not reported as the frame raising
+    (the handler's own unpacking error was taken for the program's)."""
+    def make(x):
+        return x + 1, type("Made", (), {"k": 1}).k
+
+    with pytest.raises(graphlift.Unsupported) as refused:
+        graphlift.compile(make, backend="eager", fullgraph=True)(torch.ones(1))
+    assert "frame raises" not in str(refused.value) and "type()" in str(refused.value)
+    assert_same(make(torch.ones(1)), graphlift.compile(make, backend="eager")(torch.ones(1)))

@@ -233,6 +233,8 @@ def isinstance_of(cls: type, classes: Any) -> bool:
 
 
 def _type(tx, args, kwargs):
+    if len(args) != 1 or kwargs:  # type(name, bases, dict) makes a class: not while tracing
+        raise Unsupported("type() with other than one argument (a class made in the frame)")
     (obj,) = args
     cls = obj.python_type()
     # A builtin class stays callable through the builtin handlers: type([])((1, 2)) works.
