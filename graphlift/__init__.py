@@ -60,7 +60,7 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
                  polyfills.support, polyfills.builtins, polyfills.collections,
                  polyfills.compiler, polyfills.copy, polyfills.functools, polyfills.heapq,
                  polyfills.itertools, polyfills.operator, polyfills.optim, polyfills.typing,
-                 polyfills.re, polyfills.traceback, polyfills, resume  -- break records,
+                 polyfills.re, polyfills, resume  -- break records,
                  backends, splitting graphs at DDP's gradient buckets, what rebuilding values
                  after the graph asks of the code generator and of trackers, the side-effect
                  ledger, guard kinds and the check function, modules' structure ids and the

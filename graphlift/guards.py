@@ -457,8 +457,14 @@ class GuardBuilder:
                         check, current))
         self._fast.append(check)
 
-    def set_items(self, source: Source, items: list) -> None:
-        self._derived_value(GuardKind.SET_ITEMS, source, "list", items, self.const(items))
+    def set_items(self, source: Source, items: list, through: type | None = None) -> None:
+        """``list(s) == items``; ``through`` a set type: ``list(set.__iter__(s))`` (a
+        subclass, whose ``__iter__`` never runs in a guard)."""
+        if through is None:
+            self._derived_value(GuardKind.SET_ITEMS, source, "list", items, self.const(items))
+        else:
+            self._derived_value(GuardKind.SET_ITEMS, source, "list({}.__iter__", items,
+                                self.const(items), through)
 
     def _derived_value(self, kind: GuardKind, source: Source, fn: str, expected: Any,
                        expected_expr: str, through: type | None = None) -> None:

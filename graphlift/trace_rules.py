@@ -37,6 +37,7 @@ import enum
 import functools
 import inspect
 import os
+import struct
 import sys
 import sysconfig
 import types
@@ -453,6 +454,12 @@ _TORCH_DISABLE_DYNAMO_CODE = torch._disable_dynamo(lambda: None).__code__
 
 _BUILTINS = {id(v): v for v in vars(builtins).values()}
 _PURE_C_MODULES = frozenset({"math", "cmath", "operator", "_operator"})
+# C functions of other modules that are pure too: folded on constants like those modules'.
+PURE_C_FUNCTIONS = frozenset({
+    struct.pack,  # bytes from constants (not pack_into, which writes into a buffer)
+    struct.unpack,  # a tuple of numbers from bytes (not iter_unpack: an iterator, stateful)
+    struct.calcsize,  # the size of a format
+})
 
 # Override registries. Keys are ids; the values keep the objects alive so no id is reused.
 _allowed: dict[int, Callable] = {}
@@ -615,7 +622,7 @@ def _by_object(fn: Any) -> Decision | None:
     if isinstance(fn, type) and is_modelled_class(fn):
         return Decision(Kind.BUILTIN, MODELLED_CLASS)
     if isinstance(fn, types.BuiltinFunctionType) and \
-            getattr(fn, "__module__", None) in _PURE_C_MODULES:
+            (getattr(fn, "__module__", None) in _PURE_C_MODULES or fn in PURE_C_FUNCTIONS):
         return Decision(Kind.BUILTIN, PURE_C_FUNCTION)
     if isinstance(fn, types.BuiltinFunctionType) and owner is not None and \
             not isinstance(owner, (types.ModuleType, type)):

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import builtins
 import collections
+import contextlib
 import linecache
 import operator
 import sys
 import types
+import unittest.case
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -65,12 +67,18 @@ from graphlift.variables.containers import (
     hashable_key,
     mapping_pairs,
 )
-from graphlift.variables.exceptions import ExceptionVariable, set_cause, tracker_of
+from graphlift.variables.exceptions import (
+    ExceptionVariable,
+    TracebackVariable,
+    set_cause,
+    tracker_of,
+)
 from graphlift.variables.functions import (
     BaseUserFunctionVariable,
     CellVariable,
     NestedFunctionVariable,
     UserFunctionVariable,
+    UserMethodVariable,
     bind_arguments,
 )
 from graphlift.variables.iterators import GeneratorVariable, iterator_of
@@ -880,6 +888,11 @@ class InstructionTranslator:
         result = self.user_dunder(op, left, right)
         if result is not None:
             return result
+        one_set = isinstance(left, SetVariable) != isinstance(right, SetVariable)
+        other = right if isinstance(left, SetVariable) else left
+        if op in BINARY_SYMBOLS and one_set and other.python_type() in NO_OPERATORS:
+            # A set's operators give way for a non-set; functions and generators have none.
+            raise binary_type_error(op, left, right)
         raise Unsupported(f"operator {op.__name__} on {left!r} and {right!r}")
 
     def user_dunder(self, op: Any, left: VariableTracker, right: VariableTracker) -> \
@@ -1338,7 +1351,8 @@ class InstructionTranslator:
     def WITH_EXCEPT_START_310(self, inst: Instruction) -> None:
         # 3.10: __exit__ below the previous exception's triple and the raised one's.
         _, exception, cls = self.stack[-3:]
-        self.push(self.peek(7).call(self, [cls, exception, ConstantVariable(None)], {}))
+        exit_fn = self.peek(7)
+        self.push(exit_fn.call(self, [cls, exception, traceback_for(exit_fn, exception)], {}))
 
     def BEFORE_WITH(self, inst: Instruction) -> None:
         manager = self.pop()
@@ -1349,7 +1363,7 @@ class InstructionTranslator:
         exception = self.peek()
         exit_fn = self.peek(4)
         self.push(exit_fn.call(self, [ClassVariable(exception.python_type()), exception,
-                                      ConstantVariable(None)], {}))
+                                      traceback_for(exit_fn, exception)], {}))
 
     # -- pattern matching (match statements) -----------------------------------------------------
     def GET_LEN(self, inst: Instruction) -> None:
@@ -1515,6 +1529,31 @@ class InstructionTranslator:
             self.jump(inst)
         else:
             self.push(item)
+
+
+# The Python ``__exit__`` methods that only hand the traceback on (to ``gen.throw``, back to
+# the exception, to ``traceback.clear_frames``), which get None for it: a traced exception has no
+# real traceback. Any other Python ``__exit__`` gets a TracebackVariable, known not to be None.
+TRACEBACK_FORWARDERS = frozenset({
+    contextlib._GeneratorContextManager.__exit__,  # @contextmanager
+    unittest.case._AssertRaisesContext.__exit__,  # assertRaises: clear_frames(tb)
+    unittest.case._AssertWarnsContext.__exit__,  # assertWarns: ignores it
+})
+
+
+def traceback_for(exit_fn: VariableTracker, exception: VariableTracker) -> VariableTracker:
+    """What a ``with`` block's ``__exit__`` gets as the traceback of ``exception``."""
+    fn = exit_fn.fn if isinstance(exit_fn, UserMethodVariable) else exit_fn
+    if isinstance(fn, UserFunctionVariable) and fn.fn in TRACEBACK_FORWARDERS:
+        return ConstantVariable(None)
+    if isinstance(fn, BaseUserFunctionVariable):  # Python code that may look at it
+        return TracebackVariable(exception)
+    return ConstantVariable(None)  # graphlift's own context managers; C ones ignore it
+
+
+# Types whose objects define no operator at all: ``set - f`` raises TypeError.
+NO_OPERATORS = frozenset({types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+                          types.GeneratorType, types.BuiltinMethodType})
 
 
 class InliningTranslator(InstructionTranslator):

@@ -33,6 +33,7 @@ import io
 import math
 import operator
 import re
+import struct
 import sys
 import traceback
 import weakref
@@ -319,6 +320,79 @@ def int_digits_limit(x):
     return x + 1, limit, limit == 0 or limit >= 640
 
 
+def _numbers():
+    yield 1
+
+
+def set_operators_with_non_sets(x, other):
+    s = {1, 2}
+    errors = []
+    for attempt in (lambda: s - other, lambda: other | s, lambda: s & len):
+        try:
+            attempt()
+        except TypeError as e:
+            errors.append(str(e))
+    try:
+        s ^= other
+    except TypeError as e:
+        errors.append(str(e))
+    return x + 1, errors, s
+
+
+def struct_on_constants(x):
+    bits = struct.unpack("<q", struct.pack("<d", -0.0))[0]
+    return x + struct.calcsize("<i"), bits
+
+
+def struct_error(x):
+    # Not a Case: torch.compile's measure fails (an internal error on struct.error).
+    try:
+        struct.pack("<d", "a")
+    except struct.error as e:
+        return x + 1, str(e)
+
+
+class PassThru(Exception):
+    pass
+
+
+def _raises_first():
+    raise PassThru
+    yield 1
+
+
+def set_methods_draw_generators(x):
+    s = {1, 2}
+    out = [s.union(_numbers(), (5,)), s.intersection(_numbers()), s.issubset(_numbers())]
+    for method in (s.union, s.difference, s.symmetric_difference):
+        try:
+            method(_raises_first())
+        except PassThru:
+            out.append(method.__name__)
+    try:
+        s.union(len)
+    except TypeError as e:
+        out.append(str(e))
+    s.update(_numbers())
+    return x + 1, out, s
+
+
+class Suppress:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.seen = (exc_type, tb is None, tb is not None)
+        return True
+
+
+def exit_gets_a_traceback(x):
+    manager = Suppress()
+    with manager:
+        1 // 0  # noqa: B018 -- raises ZeroDivisionError
+    return x + 1, manager.seen
+
+
 SHARED = Base()
 MODULES = (math, operator)
 
@@ -389,7 +463,15 @@ CASES = [
     Case(function_attributes_read, lambda: (torch.randn(3), marked), 1, 0),
     Case(python_partial_of_fresh_import, _x, 1, 0),
     Case(module_table_read, _x, 1, 0),
-    Case(int_digits_limit, _x, 1, 0),
+    # torch.compile breaks at sys.get_int_max_str_digits() on 3.10 only.
+    Case(exit_gets_a_traceback, _x, 1, 0),
+    Case(int_digits_limit, _x, 1, 0,
+         tc=(1, 1, True) if sys.version_info[:2] == (3, 10) else None),
+    # torch.compile's answer differs from eager's.
+    Case(set_methods_draw_generators, _x, 1, 0, tc=(1, 0, False)),
+    # torch.compile breaks at struct.unpack.
+    Case(struct_on_constants, _x, 1, 0, tc=(1, 1, True)),
+    Case(set_operators_with_non_sets, lambda: (torch.randn(3), _numbers()), 1, 0),
     Case(id_of_existing_objects, lambda: (torch.randn(3), SHARED, HANDLERS), 1, 0),
     # A break at each id() of an object made in the frame; torch.compile runs the frame
     # eagerly after the first.
@@ -501,3 +583,21 @@ def test_int_digits_limit_is_guarded() -> None:
     finally:
         sys.set_int_max_str_digits(before)
     assert graphlift.stats(int_digits_limit).compiles == 2
+
+
+def test_struct_error_is_the_programs() -> None:
+    """struct.pack on a wrong constant raises struct.error in the trace, as eagerly."""
+    compiled = graphlift.compile(struct_error, backend="eager", fullgraph=True)
+    assert_same(struct_error(torch.ones(1)), compiled(torch.ones(1)))
+
+
+def test_type_with_three_arguments_is_a_plain_break() -> None:
+    """type(name, bases, dict) is refused as a construct, not reported as the frame raising
+    (the handler's own unpacking error was taken for the program's)."""
+    def make(x):
+        return x + 1, type("Made", (), {"k": 1}).k
+
+    with pytest.raises(graphlift.Unsupported) as refused:
+        graphlift.compile(make, backend="eager", fullgraph=True)(torch.ones(1))
+    assert "frame raises" not in str(refused.value) and "type()" in str(refused.value)
+    assert_same(make(torch.ones(1)), graphlift.compile(make, backend="eager")(torch.ones(1)))

@@ -19,6 +19,7 @@ import logging
 import math
 import operator
 import os
+import struct
 import threading
 import time
 
@@ -68,6 +69,8 @@ def no_grad_helper(x):
     (sum, Kind.BUILTIN, "python_builtin"),
     (math.sqrt, Kind.BUILTIN, "pure_c_function"),
     (operator.add, Kind.BUILTIN, "pure_c_function"),  # folded on constants, a node on tensors
+    (struct.pack, Kind.BUILTIN, "pure_c_function"),  # folded on constants
+    (struct.iter_unpack, Kind.SKIP, "stdlib"),  # an iterator: state, never folded
     (dict.fromkeys, Kind.BUILTIN, "constant_class_method"),
     (collections.deque, Kind.BUILTIN, "modelled_class"),
     (torch.no_grad, Kind.BUILTIN, "modelled_class"),

@@ -38,7 +38,6 @@ import heapq as _heapq
 import itertools as _itertools
 import operator as _operator
 import re as _re
-import traceback as _traceback
 import typing as _typing
 from collections.abc import Callable
 from typing import Any
@@ -54,7 +53,6 @@ from graphlift.polyfills import (
     operator,
     optim,
     re,
-    traceback,
     typing,
 )
 from graphlift.polyfills.support import call_original
@@ -130,8 +128,6 @@ POLYFILLS: dict[Any, Callable] = {
     _typing.cast: typing.cast,  # its argument
     # torch.optim: what Optimizer.step's wrappers call (see optim.py).
     optim.record_function._graphlift_real_class: optim.record_function,  # records nothing
-    # traceback: stdlib Python, skipped otherwise; a traced exception's traceback is None.
-    _traceback.clear_frames: traceback.clear_frames,
 }
 
 

@@ -14,6 +14,7 @@ import functools
 import inspect
 import operator
 import sys
+import traceback
 import types
 import typing
 from collections.abc import Callable
@@ -43,7 +44,7 @@ from graphlift.variables.containers import (
     mapping_pairs,
     sort_trackers,
 )
-from graphlift.variables.exceptions import ExceptionVariable
+from graphlift.variables.exceptions import ExceptionVariable, TracebackVariable
 from graphlift.variables.functions import UserFunctionVariable, UserMethodVariable
 from graphlift.variables.iterators import (
     EnumerateIteratorVariable,
@@ -232,6 +233,8 @@ def isinstance_of(cls: type, classes: Any) -> bool:
 
 
 def _type(tx, args, kwargs):
+    if len(args) != 1 or kwargs:  # type(name, bases, dict) makes a class: not while tracing
+        raise Unsupported("type() with other than one argument (a class made in the frame)")
     (obj,) = args
     cls = obj.python_type()
     # A builtin class stays callable through the builtin handlers: type([])((1, 2)) works.
@@ -524,6 +527,18 @@ def _process_setting(read: Callable[[], Any], text: str) -> Callable:
     return handler
 
 
+def _clear_frames(tx, args, kwargs):
+    """traceback.clear_frames(tb) (unittest's assertRaises): of None, nothing; of the traceback
+    of an exception raised while tracing, nothing either: its frames are the compiled frame,
+    still running (CPython's clear() refuses it), and inlined calls that have returned, whose
+    locals the trace no longer holds."""
+    tb = args[0] if len(args) == 1 and not kwargs else None
+    if tb is None or not (isinstance(tb, TracebackVariable) or
+                          (tb.is_constant() and tb.as_constant() is None)):
+        raise Unsupported("traceback.clear_frames() of a real traceback")
+    return ConstantVariable(None)
+
+
 def _method_type(tx, args, kwargs):
     """types.MethodType(function, obj): the bound method that obj.function would give
     (contextlib.ExitStack binds each context manager's __exit__ this way)."""
@@ -706,6 +721,7 @@ BUILTIN_HANDLERS: dict[Any, Callable] = {
     sorted: _sorted,  # constants, or a key function that gives constants
     callable: _callable,
     vars: _vars,  # vars(obj): its __dict__ (vars() alone reads the frame: a break)
+    traceback.clear_frames: _clear_frames,  # of None or a traced exception's: nothing to do
     id: _id,  # of an input: a constant, the object pinned by identity; of a new object: a break
     # The int <-> str conversion limit (test_int's helpers read it), guarded.
     sys.get_int_max_str_digits: _process_setting(sys.get_int_max_str_digits,
@@ -952,8 +968,9 @@ class BuiltinVariable(VariableTracker):
             except (TypeError, ValueError) as error:
                 raise Unsupported(f"{self.fn.__name__}() raised {type(error).__name__}: {error}",
                                   break_type="user_exception") from error
-        if self.fn in trace_rules.PURE_BUILTINS or owner in trace_rules.CONSTANT_CLASSES:
-            return fold(self.fn, args, kwargs)  # dict.fromkeys, str.join, int.from_bytes...
+        if self.fn in trace_rules.PURE_BUILTINS or owner in trace_rules.CONSTANT_CLASSES or \
+                self.fn in trace_rules.PURE_C_FUNCTIONS:
+            return fold(self.fn, args, kwargs)  # dict.fromkeys, str.join, struct.pack...
         module = getattr(self.fn, "__module__", None)
         if module in PURE_MODULES:
             if module.endswith("operator") and any(isinstance(a, TensorVariable) for a in args):

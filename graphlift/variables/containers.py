@@ -16,7 +16,13 @@ from typing import Any
 
 from graphlift.exc import Unsupported
 from graphlift.rebuild import Codegen
-from graphlift.variables.base import Translator, VariableTracker, lookup_class_attr, raise_real
+from graphlift.variables.base import (
+    TracedException,
+    Translator,
+    VariableTracker,
+    lookup_class_attr,
+    raise_real,
+)
 from graphlift.variables.constant import (
     CONTAINER_WRAPPERS,
     ConstantVariable,
@@ -378,9 +384,15 @@ class SetMethodVariable(MethodNames, VariableTracker):
         super().__init__()
         self.obj, self.name = obj, name
 
+    # The methods that consume each argument whole, in order (isdisjoint and issuperset may stop
+    # early in an iterator): a generator's items are drawn in the trace.
+    WHOLE_ARGUMENTS = frozenset({"union", "intersection", "difference", "symmetric_difference",
+                                 "issubset", "update", "intersection_update",
+                                 "difference_update", "symmetric_difference_update"})
+
     def call(self, tx, args, kwargs):
         self.check_arguments(args, kwargs)
-        values = [a.as_constant() for a in args]
+        values = self._arguments(tx, args)
         real = self.obj.python_type()(self.obj.items)
         try:
             result = getattr(real, self.name)(*values)
@@ -396,6 +408,39 @@ class SetMethodVariable(MethodNames, VariableTracker):
         if isinstance(result, (set, frozenset)):
             return SetVariable([wrap_constant(v) for v in result])
         return wrap_constant(result)
+
+
+    def _arguments(self, tx, args: list[VariableTracker]) -> list[Any]:
+        """The arguments as values; an iterable that is not a constant (a generator) is drawn
+        item by item where the method consumes it whole, and every argument before it is an
+        iterable constant (else CPython fails before drawing it)."""
+        if self.name not in self.WHOLE_ARGUMENTS or all(a.is_constant() for a in args):
+            return [a.as_constant() for a in args]
+        values = []
+        for arg in args:
+            if arg.is_constant():
+                if not isinstance(arg.as_constant(), (tuple, frozenset, str, bytes, range)):
+                    raise Unsupported(f"set.{self.name} of a non-iterable before an iterator")
+                values.append(arg.as_constant())
+            elif arg.python_type() in _NOT_ITERABLE:
+                raise raise_real(TypeError(f"'{arg.python_type().__name__}' object is not "
+                                           "iterable"))
+            else:
+                values.append(tuple(self._drawn(tx, arg)))
+        return values
+
+    def _drawn(self, tx, arg: VariableTracker) -> list[Any]:
+        try:
+            items = list(arg.iterate(tx))
+        except TracedException:
+            if self.name in self.MUTATING:  # CPython kept what it added before the error
+                raise Unsupported(f"set.{self.name} of an iterator that raises") from None
+            raise
+        return [item.as_constant() for item in items]
+
+
+# Types whose objects cannot be iterated (set.union(len) raises TypeError).
+_NOT_ITERABLE = frozenset({types.FunctionType, types.BuiltinFunctionType, types.MethodType})
 
 
 class KeyedItems(dict):

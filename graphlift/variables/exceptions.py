@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+
 from graphlift.exc import Unsupported
 from graphlift.variables.base import TracedException, VariableTracker
 from graphlift.variables.constant import ConstantVariable, wrap_constant
@@ -39,8 +41,11 @@ class ExceptionVariable(VariableTracker):
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
         # contextlib's __exit__ resets the traceback it was given: traced exceptions have none
-        # (one that leaves the frame makes the frame run eagerly, with the real traceback).
-        if name != "__traceback__" or not (value.is_constant() and value.as_constant() is None):
+        # known (one that leaves the frame makes the frame run eagerly, with the real
+        # traceback); its own traceback given back changes nothing.
+        own = isinstance(value, TracebackVariable) and value.exception is self
+        if name != "__traceback__" or not (own or (value.is_constant() and
+                                                   value.as_constant() is None)):
             raise Unsupported(f"assigning {name!r} of a traced exception")
 
     @classmethod
@@ -58,6 +63,22 @@ class ExceptionVariable(VariableTracker):
             return self.cls(*(a.as_constant() for a in self.args))
         except Unsupported:
             return self.cls()
+
+
+class TracebackVariable(VariableTracker):
+    """The traceback of an exception raised while tracing, as a ``with`` block's ``__exit__``
+    gets it: no real traceback exists, so it is only known not to be None (``tb is None``),
+    and can be passed on and given back to its exception; any other use is a break."""
+
+    def __init__(self, exception: VariableTracker) -> None:
+        super().__init__()
+        self.exception = exception
+
+    def describe(self) -> str:
+        return f"traceback of {self.exception.describe()}"
+
+    def python_type(self) -> type:
+        return types.TracebackType
 
 
 class _WithTracebackVariable(VariableTracker):

@@ -28,7 +28,7 @@ from graphlift.sources import AttrSource, BaseItemSource, Source
 from graphlift.variables.base import MISSING, Builder, VariableTracker, lookup_class_attr
 from graphlift.variables.builtins import BuiltinVariable
 from graphlift.variables.collections import DefaultDictVariable, OrderedDictVariable
-from graphlift.variables.constant import ConstantVariable, is_constant_value
+from graphlift.variables.constant import ConstantVariable, is_constant_value, wrap_constant
 from graphlift.variables.containers import DictVariable, ListVariable, SetVariable, TupleVariable
 from graphlift.variables.methods import call_builtin_method
 from graphlift.variables.objects import (
@@ -192,6 +192,14 @@ def wrap_builtin_subclass(builder: Builder, value: Any,
                                                                           base.__name__))
                  for i in range(base.__len__(value))]
         storage = ListVariable(items, source) if base is list else TupleVariable(items, source)
+    elif base in (set, frozenset):
+        items = list(base.__iter__(value))
+        if not all(is_constant_value(v) for v in items):
+            raise Unsupported(f"an input {type(value).__qualname__} whose items are not "
+                              "constants")
+        guards.set_items(source, items, through=base)
+        storage = SetVariable([wrap_constant(v) for v in items], frozen=base is frozenset,
+                              source=source)
     else:
         raise Unsupported(f"an input object of {type(value).__qualname__}, a subclass of "
                           f"{base.__name__}, is not traced")
