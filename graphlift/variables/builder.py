@@ -32,9 +32,11 @@ from graphlift.sources import (
     DictValueSource,
     ItemSource,
     KeyedItemSource,
+    PlainTensorSource,
     Source,
     SourceKind,
     ViewDictSource,
+    as_plain_tensor,
     is_module_member,
 )
 from graphlift.variables.base import MISSING, Translator, VariableTracker, lookup_class_attr
@@ -74,6 +76,7 @@ from graphlift.variables.objects import (
 from graphlift.variables.subclasses import is_builtin_subclass_object, wrap_builtin_subclass
 from graphlift.variables.symbolic import wrap_scalar_input
 from graphlift.variables.tensor import TensorMethodVariable, TensorVariable
+from graphlift.variables.torch_function import as_subclass, is_traceable_subclass
 
 
 class VariableBuilder:
@@ -129,7 +132,7 @@ def _wrap_tensor(builder: VariableBuilder, value: torch.Tensor,
                  source: Source) -> VariableTracker:
     """A tensor: a graph input, guarded on its metadata (or pinned as a module's)."""
     if type(value) not in (torch.Tensor, torch.nn.Parameter):
-        raise Unsupported(f"tensor subclass {type(value).__name__} at {source.name()}")
+        return _wrap_subclass_tensor(builder, value, source)
     output, guards = builder.tx.output, builder.tx.guards
     existing = output.input_for(value)
     if existing is not None:
@@ -146,6 +149,22 @@ def _wrap_tensor(builder: VariableBuilder, value: torch.Tensor,
     graph_input.node.meta["real_type"] = type(value)
     variable = TensorVariable(graph_input.node, graph_input.fake, source)
     variable.input_value = value
+    return variable
+
+
+def _wrap_subclass_tensor(builder: VariableBuilder, value: torch.Tensor,
+                          source: Source) -> VariableTracker:
+    """An object of a tensor subclass whose torch calls are traced (variables/torch_function.py):
+    guarded on its exact class, and fed to the graph as the plain tensor over its memory (the
+    graph's operations must not dispatch to the subclass again). Its Python attributes are read
+    from its instance dict, guarded as any attribute."""
+    cls = type(value)
+    if not is_traceable_subclass(cls) or is_module_member(source):
+        raise Unsupported(f"tensor subclass {cls.__name__} at {source.name()}")
+    builder.tx.guards.type_match(source, value)
+    plain = builder.wrap(as_plain_tensor(value), PlainTensorSource(source))
+    variable = as_subclass(plain, cls)
+    variable.source, variable.input_value = source, value
     return variable
 
 

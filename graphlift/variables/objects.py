@@ -111,6 +111,12 @@ class PythonModuleVariable(VariableTracker):
         return codegen.source_expr(self.source) if self.source else codegen.constant(self.module)
 
 
+# Classmethods of torch's classes that a model stands in for, filled by the modules above this
+# one: function -> build of the tracker of it bound to a class (torch.Tensor.__torch_function__,
+# variables/torch_function.py).
+CLASSMETHOD_MODELS: dict[Any, Callable[[type], VariableTracker]] = {}
+
+
 def bind_class_attr(tx, obj: VariableTracker, cls: type, name: str, attr: Any,
                     attr_source) -> VariableTracker:
     """What ``obj.name`` gives for a class attribute ``attr``: methods bind, properties run."""
@@ -121,6 +127,9 @@ def bind_class_attr(tx, obj: VariableTracker, cls: type, name: str, attr: Any,
             return tx.wrap_unguarded(attr.__func__)  # (Tensor._make_subclass): the rules decide
         return UserFunctionVariable(attr.__func__)
     if isinstance(attr, classmethod):
+        model = CLASSMETHOD_MODELS.get(attr.__func__)
+        if model is not None:
+            return model(cls)
         if not isinstance(attr.__func__, types.FunctionType):  # the same, made a classmethod
             return tx.wrap_unguarded(attr.__get__(None, cls))
         return UserMethodVariable(UserFunctionVariable(attr.__func__), ClassVariable(cls))

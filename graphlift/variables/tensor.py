@@ -91,6 +91,9 @@ class TensorVariable(VariableTracker):
 
     # The real tensor of a graph input (set by the builder): its identity as a dict key.
     input_value: torch.Tensor | None = None
+    # The tensor subclass this tensor is an object of, for the program (None: torch.Tensor or
+    # the input's own class). The graph works on plain tensors; see variables/torch_function.py.
+    subclass: type | None = None
 
     def __init__(self, node: torch.fx.Node, fake: torch.Tensor, source=None) -> None:
         super().__init__(source)
@@ -103,6 +106,8 @@ class TensorVariable(VariableTracker):
 
     def python_type(self) -> type:
         # Inputs remember their real class (Parameter); results of ops are plain tensors.
+        if self.subclass is not None:
+            return self.subclass
         return self.node.meta.get("real_type", torch.Tensor)
 
     def truthy(self, tx: Translator) -> bool:
@@ -113,6 +118,12 @@ class TensorVariable(VariableTracker):
         )
 
     def var_getattr(self, tx: Translator, name: str) -> VariableTracker:
+        if self.subclass is not None and SUBCLASS_GETATTR:
+            return SUBCLASS_GETATTR[0](tx, self, name)
+        return self.tensor_getattr(tx, name)
+
+    def tensor_getattr(self, tx: Translator, name: str) -> VariableTracker:
+        """``self.name`` as ``torch.Tensor`` answers it (a subclass's own lookup comes first)."""
         if name == "shape":
             return shape_variable(tx, self)
         if name == "__class__":  # x.__class__.__name__: the tracked class, as type(x)
@@ -160,6 +171,8 @@ class TensorVariable(VariableTracker):
 
     def _real_input(self, tx: Translator, name: str) -> torch.Tensor:
         """The real tensor behind this input, to read attribute ``name`` from."""
+        if self.input_value is not None:  # a subclass's object, fed to the graph as a Tensor
+            return self.input_value
         real = next((graph_input.example for graph_input in tx.output.inputs
                      if graph_input.node is self.node), None)
         if not isinstance(real, torch.Tensor):
@@ -176,7 +189,17 @@ class TensorVariable(VariableTracker):
     def reconstruct(self, codegen: Codegen) -> str:
         if self.source is not None:
             return codegen.source_expr(self.source)
+        if self.subclass is not None:  # the graph's plain output, made an object of the class
+            return f"{codegen.constant(torch._C.TensorBase.as_subclass)}(" \
+                f"{codegen.graph_output(self)}, {codegen.constant(self.subclass)})"
         return codegen.graph_output(self)
+
+
+# Filled by variables/torch_function.py (above this module): the attribute lookup of a tensor
+# subclass's object, and the ``__torch_function__`` dispatch of a torch call given one (it
+# returns None where no argument is such an object).
+SUBCLASS_GETATTR: list[Callable] = []
+TORCH_FUNCTION_DISPATCH: list[Callable] = []
 
 
 class TensorMethodVariable(VariableTracker):
@@ -289,6 +312,11 @@ class TorchCallableVariable(VariableTracker):
 
     def python_type(self) -> type:
         return type(self.fn)
+
+    def var_getattr(self, tx: Translator, name: str) -> VariableTracker:
+        if name in ("__name__", "__qualname__", "__module__"):  # fixed for a torch callable
+            return wrap_constant(getattr(self.fn, name))
+        return super().var_getattr(tx, name)
 
     def call(self, tx, args, kwargs):
         from_array = _array_handler(self.fn)
@@ -467,6 +495,10 @@ def call_torch(tx: Translator, op: str, target: Any, args: list[VariableTracker]
     ``fake_result(fake_args, fake_kwargs)``, when given, computes the result's metadata instead
     of running ``target`` (``allow_in_graph`` functions, whose body must not run).
     """
+    dispatched = TORCH_FUNCTION_DISPATCH[0](tx, op, target, args, kwargs) \
+        if TORCH_FUNCTION_DISPATCH and fake_result is None else None
+    if dispatched is not None:
+        return dispatched
     stand_in = _tensor_scalar_stand_in(op, target, args, kwargs)
     if stand_in is not None:
         return UserFunctionVariable(stand_in).call(tx, args, kwargs)
