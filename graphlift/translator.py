@@ -96,7 +96,7 @@ from graphlift.variables.symbolic import (
     has_symbol,
     symbolic_operands,
 )
-from graphlift.variables.tensor import TensorVariable, call_torch, to_fake
+from graphlift.variables.tensor import TensorVariable, TorchCallableVariable, call_torch, to_fake
 
 # BINARY_OP's argument indexes this table (CPython's NB_* order); in-place forms follow.
 BINARY_OPS = (
@@ -1680,6 +1680,8 @@ def is_same(tx: InstructionTranslator, left: VariableTracker, right: VariableTra
         return False  # a tracked tensor/object is never identical to a constant
     if isinstance(left, TensorVariable) and isinstance(right, TensorVariable):
         return False  # inputs are deduplicated by identity; results are fresh
+    if isinstance(left, TorchCallableVariable) and isinstance(right, TorchCallableVariable):
+        return left.fn is right.fn  # torch's functions (a __torch_function__'s func test)
     raise Unsupported(f"identity test between {left!r} and {right!r}")
 
 

@@ -149,6 +149,9 @@ def bind_class_attr(tx, obj: VariableTracker, cls: type, name: str, attr: Any,
     if isinstance(attr, C_DESCRIPTORS) and (trace_rules.is_builtin_method(attr) or
                                             attr in TYPE_CHECKS):
         return BuiltinMethodVariable(attr, obj)
+    if isinstance(obj, ClassVariable) and isinstance(attr, types.MethodDescriptorType) and \
+            issubclass(cls, torch._C.TensorBase):
+        return tx.wrap_unguarded(attr)  # torch.Tensor.add read on the class: the trace rules'
     if isinstance(lookup_class_attr(type(attr), "__get__"), types.FunctionType):
         return _python_descriptor_get(tx, obj, cls, attr, attr_source)
     if hasattr(type(attr), "__get__") and not is_constant_value(attr):
