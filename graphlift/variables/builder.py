@@ -164,7 +164,7 @@ def _wrap_subclass_tensor(builder: VariableBuilder, value: torch.Tensor,
     builder.tx.guards.type_match(source, value)
     plain = builder.wrap(as_plain_tensor(value), PlainTensorSource(source))
     variable = as_subclass(plain, cls)
-    variable.source, variable.input_value = source, value
+    variable.source, variable.input_value, variable.attrs = source, value, None
     return variable
 
 

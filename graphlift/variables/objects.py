@@ -36,6 +36,7 @@ from graphlift.variables.base import (
 from graphlift.variables.constant import ConstantVariable, is_constant_value, wrap_constant
 from graphlift.variables.containers import DictVariable, TupleVariable
 from graphlift.variables.context import (
+    DisableTorchFunctionSubclassVariable,
     GradModeVariable,
     make_autocast,
     make_inference_mode,
@@ -309,6 +310,9 @@ CONSTRUCTORS = {
     torch.set_grad_enabled: _set_grad_enabled,  # switches immediately; restores on __exit__
     torch.autocast: lambda tx, args, kwargs: _autocast(tx, args, kwargs),  # enter/exit nodes
     torch.inference_mode: make_inference_mode,  # enter/exit nodes, like autocast
+    # with it, torch calls skip tensor subclasses' __torch_function__ (no node needed)
+    torch._C.DisableTorchFunctionSubclass: lambda tx, args, kwargs:
+        DisableTorchFunctionSubclassVariable(),
     torch.Size: _fold_constructor(torch.Size),  # torch.Size([2, 3]) is a constant
     torch.device: _fold_constructor(torch.device),  # torch.device("cpu") is a constant
     torch.finfo: _fold_object(torch.finfo),  # torch.finfo(dtype).eps: attributes are constants

@@ -32,7 +32,7 @@ from graphlift.output_graph import storage_ref
 from graphlift.polyfills.optim import TENSOR_SCALAR_STAND_INS
 from graphlift.rebuild import Codegen
 from graphlift.sources import AttrSource
-from graphlift.variables.base import Translator, VariableTracker, raise_real
+from graphlift.variables.base import Translator, VariableTracker, lookup_class_attr, raise_real
 from graphlift.variables.constant import ConstantVariable, is_constant_value, wrap_constant
 from graphlift.variables.containers import (
     BaseListVariable,
@@ -94,6 +94,8 @@ class TensorVariable(VariableTracker):
     # The tensor subclass this tensor is an object of, for the program (None: torch.Tensor or
     # the input's own class). The graph works on plain tensors; see variables/torch_function.py.
     subclass: type | None = None
+    # The Python attributes the frame stored on a subclass's object it made (None elsewhere).
+    attrs: dict[str, VariableTracker] | None = None
 
     def __init__(self, node: torch.fx.Node, fake: torch.Tensor, source=None) -> None:
         super().__init__(source)
@@ -190,9 +192,33 @@ class TensorVariable(VariableTracker):
         if self.source is not None:
             return codegen.source_expr(self.source)
         if self.subclass is not None:  # the graph's plain output, made an object of the class
-            return f"{codegen.constant(torch._C.TensorBase.as_subclass)}(" \
-                f"{codegen.graph_output(self)}, {codegen.constant(self.subclass)})"
+            return codegen.remember(self, self._rebuild)
         return codegen.graph_output(self)
+
+    def _rebuild(self, codegen: Codegen) -> str:
+        """A subclass's object made in the frame, rebuilt once (identity kept) with the
+        attributes the frame stored on it."""
+        attrs = ", ".join(f"{name!r}: {value.reconstruct(codegen)}"
+                          for name, value in (self.attrs or {}).items())
+        return f"{codegen.constant(rebuild_subclass_object)}({codegen.graph_output(self)}, " \
+            f"{codegen.constant(self.subclass)}, {{{attrs}}})"
+
+    def store_attr(self, tx: Translator, name: str, value: VariableTracker) -> None:
+        """``y.name = value`` on a subclass's object made in the frame: into its instance
+        dict. Anywhere else (an input, a plain tensor, a name torch.Tensor or the class gives a
+        setter) a graph break."""
+        if self.subclass is None or self.source is not None or self.attrs is None or \
+                hasattr(type(lookup_class_attr(self.subclass, name)), "__set__"):
+            raise Unsupported(f"attribute assignment on {self!r}", break_type="side_effect")
+        tx.output.side_effects.write_local(self)
+        self.attrs[name] = value
+
+
+def rebuild_subclass_object(tensor: torch.Tensor, cls: type, attrs: dict) -> torch.Tensor:
+    """The graph's plain output as an object of ``cls`` holding ``attrs`` (run at return)."""
+    result = torch._C.TensorBase.as_subclass(tensor, cls)
+    result.__dict__.update(attrs)
+    return result
 
 
 # Filled by variables/torch_function.py (above this module): the attribute lookup of a tensor

@@ -37,7 +37,12 @@ from graphlift.variables.objects import (
     guard_class_attr,
 )
 from graphlift.variables.symbolic import SizeVariable
-from graphlift.variables.tensor import SUBCLASS_GETATTR, TORCH_FUNCTION_DISPATCH, TensorVariable
+from graphlift.variables.tensor import (
+    SUBCLASS_GETATTR,
+    TORCH_FUNCTION_DISPATCH,
+    TensorVariable,
+    call_torch,
+)
 
 # torch.Tensor's own __torch_function__ (the function of its classmethod).
 _TENSOR_TORCH_FUNCTION = torch.Tensor.__dict__["__torch_function__"].__func__
@@ -66,7 +71,8 @@ def _own_attr(cls: type, name: str) -> bool:
 def as_subclass(tensor: TensorVariable, cls: type) -> TensorVariable:
     """A new object of ``cls`` over ``tensor``'s data (``t.as_subclass(cls)``): the same node."""
     result = TensorVariable(tensor.node, tensor.fake)
-    result.subclass = None if cls is torch.Tensor else cls
+    if cls is not torch.Tensor:
+        result.subclass, result.attrs = cls, {}
     return result
 
 
@@ -78,7 +84,7 @@ def dispatch(tx: Translator, op: str, target: Any, args: list[VariableTracker],
     ``torch.Tensor.__torch_function__``)."""
     if op == "call_method" and target == "as_subclass":
         return _as_subclass_call(args, kwargs)
-    if getattr(tx.output, "torch_function_disabled", 0):
+    if tx.output.torch_function_disabled:
         return None
     classes = _overloaded_classes([*args, *kwargs.values()])
     if not classes:
@@ -88,7 +94,14 @@ def dispatch(tx: Translator, op: str, target: Any, args: list[VariableTracker],
                           f"({', '.join(c.__qualname__ for c in classes)}) is not traced")
     (cls,) = classes
     function = lookup_class_attr(cls, "__torch_function__").__func__
-    func = _eager_func(tx, op, target, args, function)
+    reversed_name = REVERSED_METHODS.get(target) if _hashable(target) else None
+    if reversed_name is not None and len(args) == 2 and not kwargs and \
+            not isinstance(args[0], TensorVariable):
+        # ``1 - x``: eager calls Tensor.__rsub__(x, 1), which is what func is given.
+        func = EagerFuncVariable(getattr(torch.Tensor, reversed_name), _reversed_call(op, target))
+        args = [args[1], args[0]]
+    else:
+        func = _eager_func(tx, op, target, args, function)
     call_args = [ClassVariable(cls), func, TupleVariable([ClassVariable(cls)]),
                  TupleVariable(list(args)), DictVariable(dict(kwargs))]
     if function is _TENSOR_TORCH_FUNCTION:
@@ -156,6 +169,63 @@ def _eager_func(tx: Translator, op: str, target: Any, args: list[VariableTracker
                       "__torch_function__: eager's func for this call is not modelled")
 
 
+# operator functions -> the torch.Tensor method eager hands ``__torch_function__`` when the
+# tensor is the right operand (``1 - x`` is Tensor.__rsub__(x, 1)).
+REVERSED_METHODS = {
+    operator.add: "add", operator.mul: "mul", operator.sub: "__rsub__",
+    operator.truediv: "__rdiv__", operator.floordiv: "__rfloordiv__", operator.pow: "__rpow__",
+}
+
+
+def _reversed_call(op: str, target: Any):
+    """The graph's call behind a reversed operator's ``func``: its operands back in place."""
+    def run(tx: Translator, args: list[VariableTracker],
+            kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        if len(args) != 2 or kwargs:
+            raise Unsupported("a reversed operator's func called with other arguments")
+        return call_torch(tx, op, target, [args[1], args[0]], {})
+    return run
+
+
+def _getter_call(name: str):
+    """The graph's reading of the tensor attribute ``name``, behind its getter's ``func``."""
+    def run(tx: Translator, args: list[VariableTracker],
+            kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        if len(args) != 1 or kwargs or not isinstance(args[0], TensorVariable):
+            raise Unsupported(f"the getter of Tensor.{name} called with other arguments")
+        if not tx.output.torch_function_disabled and args[0].subclass is not None:
+            raise Unsupported(f"the getter of Tensor.{name} called on a subclass's object "
+                              "outside torch.Tensor.__torch_function__")
+        return as_subclass(args[0], torch.Tensor).tensor_getattr(tx, name)
+    return run
+
+
+class EagerFuncVariable(VariableTracker):
+    """The ``func`` eager gives ``__torch_function__`` where no torch callable of the graph is it
+    (``Tensor.__rsub__``, the getter of ``Tensor.shape``): its name reads as eager's, and a call
+    runs the graph's form of it. An identity test on it is refused (a graph break)."""
+
+    callable_kind = True
+
+    def __init__(self, func: Any, run) -> None:
+        super().__init__()
+        self.fn, self.run = func, run  # ``fn``, as a TorchCallableVariable's, for ``is``
+
+    def describe(self) -> str:
+        return repr(self.fn)
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def var_getattr(self, tx, name):
+        if name in ("__name__", "__qualname__", "__module__"):
+            return ConstantVariable(getattr(self.fn, name, None))
+        raise Unsupported(f"attribute {name!r} of {self.describe()}")
+
+    def call(self, tx, args, kwargs):
+        return self.run(tx, args, kwargs)
+
+
 # Modules whose functions eager hands __torch_function__ as themselves (torch.add, F.relu).
 _TORCH_NAMESPACES = frozenset({"torch", "torch.functional", "torch.nn.functional",
                                "torch._C._nn", "torch._C._VariableFunctions", "torch.special",
@@ -198,7 +268,7 @@ class TensorTorchFunctionVariable(VariableTracker):
         keywords = {} if call_kwargs.is_constant() and call_kwargs.as_constant() is None \
             else _keywords(tx, call_kwargs)
         output = tx.output
-        output.torch_function_disabled = getattr(output, "torch_function_disabled", 0) + 1
+        output.torch_function_disabled += 1
         try:
             result = func.call(tx, call_args.unpack(tx), keywords)
         finally:
@@ -235,6 +305,9 @@ def subclass_getattr(tx: Translator, tensor: TensorVariable, name: str) -> Varia
     torch.Tensor (``x.shape``) goes through ``__torch_function__`` in eager: the subclass's own
     one is refused there (a graph break), torch.Tensor's answers as for a plain tensor."""
     cls = tensor.subclass
+    if tensor.attrs and name in tensor.attrs and \
+            not hasattr(type(lookup_class_attr(cls, name)), "__set__"):
+        return tensor.attrs[name]  # stored by the frame on an object it made
     if name != "__class__" and _own_attr(cls, name):
         attr = lookup_class_attr(cls, name)
         guard_class_attr(tx, cls, name, attr)
@@ -245,11 +318,31 @@ def subclass_getattr(tx: Translator, tensor: TensorVariable, name: str) -> Varia
     if name in ("__class__", "__dict__") or callable(getattr(torch.Tensor, name, None)) or \
             not hasattr(torch.Tensor, name):
         return tensor.tensor_getattr(tx, name)
-    if lookup_class_attr(cls, "__torch_function__").__func__ is not _TENSOR_TORCH_FUNCTION:
+    function = lookup_class_attr(cls, "__torch_function__").__func__
+    if function is _TENSOR_TORCH_FUNCTION or tx.output.torch_function_disabled:
+        result = as_subclass(tensor, torch.Tensor).tensor_getattr(tx, name)
+        return result if name in NOWRAP_ATTRS or tx.output.torch_function_disabled \
+            else convert(result, cls)
+    if name in NOWRAP_ATTRS or name not in GETTER_ATTRS:
         raise Unsupported(f"tensor attribute {name!r} of a {cls.__qualname__}, whose "
                           "__torch_function__ eager calls with the attribute's getter")
-    result = as_subclass(tensor, torch.Tensor).tensor_getattr(tx, name)
-    return result if name in NOWRAP_ATTRS else convert(result, cls)
+    getter = vars(torch._C.TensorBase)[name].__get__
+    func = EagerFuncVariable(getter, _getter_call(name))
+    result = UserFunctionVariable(function).call(
+        tx, [ClassVariable(cls), func, TupleVariable([ClassVariable(cls)]),
+             TupleVariable([tensor]), DictVariable({})], {})
+    if result.is_constant() and result.as_constant() is NotImplemented:
+        raise Unsupported(f"{cls.__qualname__}.__torch_function__ returned NotImplemented")
+    return result
+
+
+# torch.Tensor's getters whose reading through a subclass's own __torch_function__ is traced:
+# metadata (the graph folds them) and the tensor attributes that are graph nodes.
+GETTER_ATTRS = frozenset({
+    "shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_cpu", "is_sparse",
+    "is_quantized", "is_meta", "layout", "is_leaf", "is_nested", "T", "mT", "H", "mH",
+    "real", "imag",
+})
 
 
 # Getters whose results torch.Tensor.__torch_function__ returns unconverted
