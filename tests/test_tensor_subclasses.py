@@ -8,6 +8,7 @@ import functools
 
 import pytest
 import torch
+import torch.nn.functional as F
 from reference import measure, recorded
 
 import graphlift
@@ -45,6 +46,17 @@ class Unwrapping(torch.Tensor):
         SEEN.append(func.__name__)
         with torch._C.DisableTorchFunctionSubclass():
             return func(*args, **(kwargs or {}))
+
+
+class Zeroing(torch.Tensor):
+    """Answers F.gelu itself, tested by identity, and logs whether func is F.relu."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        SEEN.append(f"{func.__name__}:{func is F.relu}")
+        if func is F.gelu:
+            return torch.zeros(1)
+        return super().__torch_function__(func, types, args, kwargs or {})
 
 
 class Plain(torch.Tensor):
@@ -120,7 +132,12 @@ def store_then_break(x):
     return y, y, y.tag
 
 
-SUBCLASSES = {"logged": Logged, "doubling": Doubling, "plain": Plain, "unwrapping": Unwrapping}
+SUBCLASSES = {"logged": Logged, "doubling": Doubling, "plain": Plain, "unwrapping": Unwrapping,
+              "zeroing": Zeroing}
+
+
+def functional(x, y):
+    return F.relu(x - 2), F.gelu(x), F.linear(x, y.reshape(1, 4))
 
 
 def _inputs(case: str) -> list:
@@ -152,7 +169,7 @@ CASES = {
     "logged": chain, "doubling": adds, "plain": chain, "scaled": method,
     "made_in_frame": made_in_frame, "split": split_results, "split_plain": split_results,
     "split_logged": split_results,
-    **{f"{fn.__name__}/{cls}": fn for fn in (reversed_operands, getters, in_place)
+    **{f"{fn.__name__}/{cls}": fn for fn in (reversed_operands, getters, in_place, functional)
        for cls in SUBCLASSES},
 }
 
@@ -165,7 +182,8 @@ CASES = {
 TORCH_COMPILE_COUNTS = {
     "split_plain": (0, 0), "split_logged": (2, 0),
     **{f"reversed_operands/{cls}": (0, 0) for cls in SUBCLASSES},
-    **{f"getters/{cls}": "AssertionError" for cls in ("logged", "doubling", "plain")},
+    **{f"getters/{cls}": "AssertionError"
+       for cls in ("logged", "doubling", "plain", "zeroing")},
     "getters/unwrapping": (9, 0),
 }
 
@@ -317,3 +335,35 @@ def test_torch_dispatch_subclass_is_not_traced():
     assert not is_traceable_subclass(Dispatching)
     assert not is_traceable_subclass(torch.nn.Parameter)
     assert is_traceable_subclass(Logged) and is_traceable_subclass(Plain)
+
+
+def test_one_object_given_twice_stays_one():
+    def bump(x, y):
+        x.add_(1)
+        return x is y, y * 2
+
+    graphlift.reset()
+    compiled = graphlift.compile(bump, backend="eager")
+    x = torch.arange(4.0).as_subclass(Logged)
+    expected = bump(x.clone(), x.clone())
+    got = compiled(x, x)  # one object: the write is seen through both names
+    assert got[0] is True
+    torch.testing.assert_close(got[1].as_subclass(torch.Tensor), torch.arange(2.0, 10.0, 2.0))
+    fresh = torch.arange(4.0).as_subclass(Logged)
+    _same(compiled(fresh, fresh.clone()), expected)  # two objects: guarded, a recompile
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_gradient_reaches_a_subclass_leaf(backend):
+    def loss(w, z):
+        return (w * z).sum()
+
+    w = torch.ones(3).as_subclass(Logged).requires_grad_()
+    expected = loss(w, torch.arange(3.0))
+    expected.backward()
+    expected_grad, w.grad = w.grad.clone(), None
+    got, graphs, breaks = _compiled(loss, [w, torch.arange(3.0)])
+    got.backward()
+    _same(got.detach(), expected.detach())
+    torch.testing.assert_close(w.grad, expected_grad)
+    assert (graphs, breaks) == (1, 0)

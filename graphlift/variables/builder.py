@@ -87,6 +87,7 @@ class VariableBuilder:
         self._by_source: dict[Source, VariableTracker] = {}
         self._values: dict[Source, Any] = {}  # what each source held when it was wrapped
         self._mutable_by_id: dict[int, VariableTracker] = {}
+        self._subclass_inputs: dict[int, VariableTracker] = {}  # id -> a subclass's object
 
     def wrap(self, value: Any, source: Source) -> VariableTracker:
         """The tracker for ``value`` found at ``source``; the same source gives the same tracker."""
@@ -161,10 +162,16 @@ def _wrap_subclass_tensor(builder: VariableBuilder, value: torch.Tensor,
     cls = type(value)
     if not is_traceable_subclass(cls) or is_module_member(source):
         raise Unsupported(f"tensor subclass {cls.__name__} at {source.name()}")
-    builder.tx.guards.type_match(source, value)
+    guards = builder.tx.guards
+    existing = builder._subclass_inputs.get(id(value))
+    if existing is not None:  # one object reached twice: one tracker, guarded to stay one
+        guards.same_object(source, existing.source)
+        return existing
+    guards.type_match(source, value)
     plain = builder.wrap(as_plain_tensor(value), PlainTensorSource(source))
     variable = as_subclass(plain, cls)
     variable.source, variable.input_value, variable.attrs = source, value, None
+    builder._subclass_inputs[id(value)] = variable  # the value stays alive in _values
     return variable
 
 

@@ -86,13 +86,15 @@ def dispatch(tx: Translator, op: str, target: Any, args: list[VariableTracker],
         return _as_subclass_call(args, kwargs)
     if tx.output.torch_function_disabled:
         return None
-    classes = _overloaded_classes([*args, *kwargs.values()])
-    if not classes:
+    if _hashable(target) and target is torch.overrides.handle_torch_function:
+        # A torch function written in Python hands its own call over (F.relu, Tensor.split).
+        func, relevant, *args = args
+        return _dispatch_to(tx, _single_class(tx, [relevant]), func, args, kwargs)
+    cls = _single_class(tx, [*args, *kwargs.values()])
+    if cls is None:
         return None
-    if len(classes) > 1:
-        raise Unsupported("a torch call given objects of two tensor subclasses "
-                          f"({', '.join(c.__qualname__ for c in classes)}) is not traced")
-    (cls,) = classes
+    if _hashable(target) and target in HAS_TORCH_FUNCTION:
+        return ConstantVariable(True)  # an argument is a subclass's object: it has one
     function = lookup_class_attr(cls, "__torch_function__").__func__
     reversed_name = REVERSED_METHODS.get(target) if _hashable(target) else None
     if reversed_name is not None and len(args) == 2 and not kwargs and \
@@ -102,6 +104,25 @@ def dispatch(tx: Translator, op: str, target: Any, args: list[VariableTracker],
         args = [args[1], args[0]]
     else:
         func = _eager_func(tx, op, target, args, function)
+    return _dispatch_to(tx, cls, func, args, kwargs)
+
+
+def _single_class(tx: Translator, values: list[VariableTracker]) -> type | None:
+    """The one subclass whose objects are among ``values``, or None; two are refused."""
+    classes = _overloaded_classes(values)
+    if len(classes) > 1:
+        raise Unsupported("a torch call given objects of two tensor subclasses "
+                          f"({', '.join(c.__qualname__ for c in classes)}) is not traced")
+    return classes[0] if classes else None
+
+
+def _dispatch_to(tx: Translator, cls: type | None, func: VariableTracker,
+                 args: list[VariableTracker],
+                 kwargs: dict[str, VariableTracker]) -> VariableTracker:
+    """``cls.__torch_function__(func, (cls,), args, kwargs)``, inlined or modelled."""
+    if cls is None:
+        raise Unsupported("handle_torch_function() without a tensor subclass's object")
+    function = lookup_class_attr(cls, "__torch_function__").__func__
     call_args = [ClassVariable(cls), func, TupleVariable([ClassVariable(cls)]),
                  TupleVariable(list(args)), DictVariable(dict(kwargs))]
     if function is _TENSOR_TORCH_FUNCTION:
@@ -111,6 +132,14 @@ def dispatch(tx: Translator, op: str, target: Any, args: list[VariableTracker],
     if result.is_constant() and result.as_constant() is NotImplemented:
         raise Unsupported(f"{cls.__qualname__}.__torch_function__ returned NotImplemented")
     return result
+
+
+# The checks torch's Python functions make before handing a call to __torch_function__: True
+# where an argument is a subclass's object (and dispatch is on), as in eager.
+HAS_TORCH_FUNCTION = frozenset({
+    torch._C._has_torch_function, torch._C._has_torch_function_unary,
+    torch._C._has_torch_function_variadic,
+})
 
 
 def _as_subclass_call(args: list[VariableTracker],
