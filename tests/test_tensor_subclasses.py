@@ -140,6 +140,19 @@ def functional(x, y):
     return F.relu(x - 2), F.gelu(x), F.linear(x, y.reshape(1, 4))
 
 
+def length_and_rows(x):
+    rows = []
+    for row in x:
+        rows.append(row * 2)
+    return len(x) + 1, rows
+
+
+def views_and_copies(x):
+    return (x.view(-1), x.reshape(2, 2), x.unsqueeze(0).squeeze(0), x.unbind(0),
+            x.new_zeros(2), torch.zeros_like(x), x.clone().detach(), x.to(torch.float64),
+            x.numel(), x.stride())
+
+
 def _inputs(case: str) -> list:
     name, _, cls = case.partition("/")
     if cls:  # a case that runs on each subclass: "fn/subclass"
@@ -169,7 +182,9 @@ CASES = {
     "logged": chain, "doubling": adds, "plain": chain, "scaled": method,
     "made_in_frame": made_in_frame, "split": split_results, "split_plain": split_results,
     "split_logged": split_results,
-    **{f"{fn.__name__}/{cls}": fn for fn in (reversed_operands, getters, in_place, functional)
+    **{f"{fn.__name__}/{cls}": fn
+       for fn in (reversed_operands, getters, in_place, functional, length_and_rows,
+                  views_and_copies)
        for cls in SUBCLASSES},
 }
 
@@ -199,7 +214,7 @@ def _torch_compile_counts(case: str) -> dict:
     except Exception as error:  # torch.compile's own failure, recorded as such
         return {"error": type(error).__name__}
     breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
-    first = out[0] if isinstance(out, tuple) else out
+    first = out[0] if type(out) is tuple else out
     return {"graphs": counter.frame_count, "breaks": breaks, "type": type(first).__name__}
 
 
@@ -220,8 +235,8 @@ def _compiled(fn, args):
 
 
 def _same(got, expected) -> None:
-    if type(expected) is tuple:
-        assert type(got) is tuple and len(got) == len(expected)
+    if type(expected) in (tuple, list):
+        assert type(got) is type(expected) and len(got) == len(expected)
         for g, e in zip(got, expected):
             _same(g, e)
         return
@@ -255,7 +270,7 @@ def test_subclass_traced_like_eager_in_one_graph(case, capsys):
         assert theirs == {"error": torch_compile}
         return
     assert (theirs["graphs"], theirs["breaks"]) == torch_compile
-    first = got[0] if isinstance(got, tuple) else got
+    first = got[0] if type(got) is tuple else got
     assert theirs["type"] == type(first).__name__
 
 

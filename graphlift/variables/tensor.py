@@ -183,6 +183,12 @@ class TensorVariable(VariableTracker):
         return real
 
     def unpack(self, tx: Translator) -> list[VariableTracker]:
+        if self.subclass is not None and not tx.output.torch_function_disabled:
+            # Tensor.__iter__ as eager runs it: dim() and unbind(0), each dispatched.
+            if call_torch(tx, "call_method", "dim", [self], {}).as_constant() == 0:
+                raise Unsupported("iteration over a 0-d tensor")
+            return call_torch(tx, "call_method", "unbind", [self, ConstantVariable(0)],
+                              {}).unpack(tx)
         if self.fake.dim() == 0:
             raise Unsupported("iteration over a 0-d tensor")
         return [call_torch(tx, "call_function", operator.getitem, [self, ConstantVariable(i)], {})
