@@ -104,6 +104,10 @@ def reversed_operands(x):
     return 1 - x, 2 ** x, 3 / x, 1 + x
 
 
+def operators(x, y):
+    return x // (y + 1), x ** 2, x != y, x < y, -x, x @ y
+
+
 def getters(x):
     return x[1:] * x.ndim, x.T, x.sum(0), x.shape, x.dtype, type(x).__name__
 
@@ -183,7 +187,7 @@ CASES = {
     "made_in_frame": made_in_frame, "split": split_results, "split_plain": split_results,
     "split_logged": split_results,
     **{f"{fn.__name__}/{cls}": fn
-       for fn in (reversed_operands, getters, in_place, functional, length_and_rows,
+       for fn in (reversed_operands, operators, getters, in_place, functional, length_and_rows,
                   views_and_copies)
        for cls in SUBCLASSES},
 }
@@ -191,12 +195,13 @@ CASES = {
 # torch.compile's (graphs, breaks), or the exception it raises, where it does not make one graph
 # as graphlift does. Tensor.split (a Python method of torch.Tensor) on a subclass's object: the
 # frame runs eagerly for a subclass without a __torch_function__ of its own, two graphs for one
-# with one. Reversed operators (``1 - x``): the frame runs eagerly. Getters (``x.T``): an
+# with one. Reversed operators (``1 - x``) and ``operators`` (``//``, ``**``, ``!=``...): the
+# frame runs eagerly. Getters (``x.T``): an
 # internal AssertionError ("source must be None for ValueMutationNew"), and with subclass
 # dispatch off inside __torch_function__, a recompile per call of the frame.
 TORCH_COMPILE_COUNTS = {
     "split_plain": (0, 0), "split_logged": (2, 0),
-    **{f"reversed_operands/{cls}": (0, 0) for cls in SUBCLASSES},
+    **{f"{fn}/{cls}": (0, 0) for fn in ("reversed_operands", "operators") for cls in SUBCLASSES},
     **{f"getters/{cls}": "AssertionError"
        for cls in ("logged", "doubling", "plain", "zeroing")},
     "getters/unwrapping": (9, 0),

@@ -249,6 +249,13 @@ class TensorMethodVariable(VariableTracker):
         return f"{self.tensor.reconstruct(codegen)}.{self.name}"
 
     def call(self, tx, args, kwargs):
+        special = self.name in SPECIAL_METHODS or self.name in CALLABLE_METHODS or \
+            self.name in ARRAY_METHODS
+        if special and has_own_torch_function(self.tensor.subclass) and \
+                not tx.output.torch_function_disabled:
+            # Their handlers below would skip the subclass's __torch_function__: eager runs it.
+            raise Unsupported(f"Tensor.{self.name}() of a {self.tensor.subclass.__qualname__}, "
+                              "whose own __torch_function__ eager calls for it")
         captured = CAPTURED_SCALAR_METHODS.get(self.name)
         if captured is not None and tx.output.captures_scalars:
             return captured(tx, self.tensor, args, kwargs)
@@ -265,6 +272,18 @@ class TensorMethodVariable(VariableTracker):
         if self.name == "requires_grad_":
             return _requires_grad_(self.tensor, args, kwargs)
         return call_torch(tx, "call_method", self.name, [self.tensor, *args], kwargs)
+
+
+def has_own_torch_function(cls: type | None) -> bool:
+    """Whether ``cls`` (a tensor subclass, or None) has a ``__torch_function__`` other than
+    torch.Tensor's."""
+    if cls is None:
+        return False
+    function = getattr(lookup_class_attr(cls, "__torch_function__"), "__func__", None)
+    return function is not _TENSOR_TORCH_FUNCTION
+
+
+_TENSOR_TORCH_FUNCTION = torch.Tensor.__dict__["__torch_function__"].__func__
 
 
 def _requires_grad_(tensor: TensorVariable, args: list[VariableTracker],
@@ -321,6 +340,10 @@ def _array_handler(fn: Any) -> Callable | None:
 
 
 INTEGER_DTYPES = frozenset({torch.int8, torch.int16, torch.int32, torch.int64})
+
+
+# Tensor methods with handlers of their own in TensorMethodVariable.call (not call_torch).
+SPECIAL_METHODS = frozenset({"item", "tolist", "requires_grad_", *DATA_DEPENDENT_METHODS})
 
 # Methods that read tensor data into Python, kept in the graph as unbacked symbols when
 # capture_scalar_outputs is on (or fullgraph=True); otherwise they are DATA_DEPENDENT_METHODS.

@@ -169,9 +169,9 @@ def _overloaded_classes(values: list[VariableTracker]) -> list[type]:
 # when the tensor is the left operand (``x + 1`` is Tensor.add).
 OPERATOR_METHODS = {
     operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "div",
-    operator.floordiv: "floor_divide", operator.matmul: "matmul", operator.pow: "pow",
+    operator.floordiv: "__floordiv__", operator.matmul: "matmul", operator.pow: "__pow__",
     operator.neg: "neg", operator.getitem: "__getitem__", operator.setitem: "__setitem__",
-    operator.eq: "__eq__", operator.ne: "__ne__", operator.lt: "lt", operator.le: "le",
+    operator.eq: "__eq__", operator.ne: "ne", operator.lt: "lt", operator.le: "le",
     operator.gt: "gt", operator.ge: "ge",
     operator.iadd: "add_", operator.isub: "sub_", operator.imul: "mul_",
     operator.itruediv: "div_",
@@ -186,10 +186,13 @@ def _eager_func(tx: Translator, op: str, target: Any, args: list[VariableTracker
     torch.Tensor's own ``__torch_function__`` can take it, since its result does not depend on
     ``func``'s identity; a subclass's own one is refused there."""
     if op == "call_method":
-        return tx.wrap_unguarded(getattr(torch.Tensor, target))
+        eager = getattr(torch.Tensor, target, None)
+        if eager is None:
+            raise Unsupported(f"Tensor.{target} on a tensor subclass: no such method of Tensor")
+        return EagerFuncVariable(eager, _graph_call(op, target))
     name = OPERATOR_METHODS.get(target) if _hashable(target) else None
     if name is not None and args and isinstance(args[0], TensorVariable):
-        return tx.wrap_unguarded(getattr(torch.Tensor, name))
+        return EagerFuncVariable(getattr(torch.Tensor, name), _graph_call(op, target))
     if function is _TENSOR_TORCH_FUNCTION:
         return tx.wrap_unguarded(target)
     if name is None and getattr(target, "__module__", None) in _TORCH_NAMESPACES:
@@ -204,6 +207,15 @@ REVERSED_METHODS = {
     operator.add: "add", operator.mul: "mul", operator.sub: "__rsub__",
     operator.truediv: "__rdiv__", operator.floordiv: "__rfloordiv__", operator.pow: "__rpow__",
 }
+
+
+def _graph_call(op: str, target: Any):
+    """The graph's own form of a call whose eager ``func`` is a Tensor method (``x ** 2`` is
+    ``Tensor.__pow__``, a Python function the graph should not name): the same node."""
+    def run(tx: Translator, args: list[VariableTracker],
+            kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        return call_torch(tx, op, target, list(args), dict(kwargs))
+    return run
 
 
 def _reversed_call(op: str, target: Any):
