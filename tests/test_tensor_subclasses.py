@@ -387,3 +387,73 @@ def test_gradient_reaches_a_subclass_leaf(backend):
     _same(got.detach(), expected.detach())
     torch.testing.assert_close(w.grad, expected_grad)
     assert (graphs, breaks) == (1, 0)
+
+
+class TaggedParameter(torch.nn.Parameter):
+    """A Parameter subclass without a __torch_function__ of its own: plain in every call."""
+
+
+class Opaque(torch.Tensor):
+    """torch's disabled __torch_function__, as nn.Parameter has: results are plain tensors."""
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+
+class TaggedLinear(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = TaggedParameter(torch.randn(3, 3))
+        self.bias = torch.nn.Parameter(torch.zeros(3))
+
+    def forward(self, x):
+        out = F.linear(x, self.weight, self.bias).relu()
+        return out, type(self.weight).__name__, isinstance(self.weight, TaggedParameter)
+
+
+def opaque_input(t):
+    return t * 2, type(t).__name__
+
+
+def _torch_compile_plain_like(case: str) -> dict:
+    import torch._dynamo.testing
+
+    counter = torch._dynamo.testing.CompileCounter()
+    torch.manual_seed(0)
+    if case == "parameter_subclass":
+        out = torch.compile(TaggedLinear(), backend=counter)(torch.randn(2, 3))
+    else:
+        out = torch.compile(opaque_input, backend=counter)(torch.ones(2).as_subclass(Opaque))
+    return {"graphs": counter.frame_count, "type": type(out[0]).__name__}
+
+
+for _case in ("parameter_subclass", "opaque_input"):
+    measure(f"tensor_subclasses/{_case}", functools.partial(_torch_compile_plain_like, _case))
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_parameter_subclass_as_a_module_weight(backend):
+    torch.manual_seed(0)
+    module, x = TaggedLinear(), torch.randn(2, 3)
+    expected = module(x)
+    expected[0].sum().backward()
+    expected_grad = module.weight.grad.clone()
+    module.weight.grad = None
+    got, graphs, breaks = _compiled(module, [x])
+    got[0].sum().backward()
+    _same(got[0].detach(), expected[0].detach())
+    assert got[1:] == expected[1:] == ("TaggedParameter", True)
+    torch.testing.assert_close(module.weight.grad, expected_grad)
+    theirs = recorded("tensor_subclasses/parameter_subclass")
+    assert (graphs, breaks) == (theirs["graphs"], 0) == (1, 0)
+    assert theirs["type"] == type(got[0]).__name__ == "Tensor"
+
+
+def test_disabled_torch_function_subclass_input_is_guarded_on_its_class():
+    counter = CompileCounterWithBackend("eager")
+    graphlift.reset()
+    compiled = graphlift.compile(opaque_input, backend=counter)
+    t = torch.ones(2).as_subclass(Opaque)
+    _same(compiled(t), opaque_input(t))
+    _same(compiled(torch.ones(2)), opaque_input(torch.ones(2)))  # another class: recompiles
+    theirs = recorded("tensor_subclasses/opaque_input")
+    assert counter.frame_count == 2 and theirs == {"graphs": 1, "type": "Tensor"}

@@ -76,7 +76,11 @@ from graphlift.variables.objects import (
 from graphlift.variables.subclasses import is_builtin_subclass_object, wrap_builtin_subclass
 from graphlift.variables.symbolic import wrap_scalar_input
 from graphlift.variables.tensor import TensorMethodVariable, TensorVariable
-from graphlift.variables.torch_function import as_subclass, is_traceable_subclass
+from graphlift.variables.torch_function import (
+    as_subclass,
+    has_disabled_torch_function,
+    is_traceable_subclass,
+)
 
 
 class VariableBuilder:
@@ -132,7 +136,8 @@ class VariableBuilder:
 def _wrap_tensor(builder: VariableBuilder, value: torch.Tensor,
                  source: Source) -> VariableTracker:
     """A tensor: a graph input, guarded on its metadata (or pinned as a module's)."""
-    if type(value) not in (torch.Tensor, torch.nn.Parameter):
+    if type(value) not in (torch.Tensor, torch.nn.Parameter) and \
+            not has_disabled_torch_function(type(value)):
         return _wrap_subclass_tensor(builder, value, source)
     output, guards = builder.tx.output, builder.tx.guards
     existing = output.input_for(value)

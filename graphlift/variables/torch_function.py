@@ -63,6 +63,21 @@ def is_traceable_subclass(cls: type) -> bool:
     return isinstance(function, classmethod) and isinstance(function.__func__, types.FunctionType)
 
 
+def has_disabled_torch_function(cls: type) -> bool:
+    """A user's subclass of ``nn.Parameter`` or ``torch.Tensor`` whose ``__torch_function__`` is
+    torch's ``_disabled_torch_function_impl`` (as ``nn.Parameter``'s is), with no
+    ``__torch_dispatch__`` of its own: its objects behave as plain tensors in every torch call
+    (results are plain tensors; no Python of the class runs), so they are traced as
+    ``Parameter`` is, their exact class guarded."""
+    if not (isinstance(cls, type) and issubclass(cls, torch.Tensor)) or \
+            cls.__module__.split(".")[0] == "torch":
+        return False
+    base = torch.nn.Parameter if issubclass(cls, torch.nn.Parameter) else torch.Tensor
+    mro = cls.__mro__
+    return lookup_class_attr(cls, "__torch_function__") is torch._C._disabled_torch_function_impl \
+        and not any("__torch_dispatch__" in vars(k) for k in mro[:mro.index(base)])
+
+
 def _own_attr(cls: type, name: str) -> bool:
     """Whether a class of ``cls``'s MRO below torch.Tensor defines ``name``."""
     return any(name in vars(base) for base in cls.__mro__[:cls.__mro__.index(torch.Tensor)])
