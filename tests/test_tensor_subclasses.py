@@ -457,3 +457,26 @@ def test_disabled_torch_function_subclass_input_is_guarded_on_its_class():
     _same(compiled(torch.ones(2)), opaque_input(torch.ones(2)))  # another class: recompiles
     theirs = recorded("tensor_subclasses/opaque_input")
     assert counter.frame_count == 2 and theirs == {"graphs": 1, "type": "Tensor"}
+
+
+def test_replacing_the_class_torch_function_recompiles():
+    class Swapped(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    def negate(cls, func, types, args=(), kwargs=None):
+        with torch._C.DisableTorchFunctionSubclass():
+            return -func(*args, **(kwargs or {}))
+
+    def double(x):
+        return x * 2
+
+    graphlift.reset()
+    compiled = graphlift.compile(double, backend="eager")
+    x = torch.ones(2).as_subclass(Swapped)
+    _same(compiled(x), double(x))
+    Swapped.__torch_function__ = classmethod(negate)
+    expected = double(x)
+    assert type(expected) is torch.Tensor and expected.tolist() == [-2.0, -2.0]
+    _same(compiled(x), expected)

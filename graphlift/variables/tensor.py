@@ -280,10 +280,11 @@ def has_own_torch_function(cls: type | None) -> bool:
     if cls is None:
         return False
     function = getattr(lookup_class_attr(cls, "__torch_function__"), "__func__", None)
-    return function is not _TENSOR_TORCH_FUNCTION
+    return function is not TENSOR_TORCH_FUNCTION
 
 
-_TENSOR_TORCH_FUNCTION = torch.Tensor.__dict__["__torch_function__"].__func__
+# torch.Tensor's own __torch_function__ (the function of its classmethod).
+TENSOR_TORCH_FUNCTION = torch.Tensor.__dict__["__torch_function__"].__func__
 
 
 def _requires_grad_(tensor: TensorVariable, args: list[VariableTracker],

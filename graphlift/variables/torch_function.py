@@ -12,9 +12,14 @@ given such an object goes where eager sends it (:func:`dispatch`):
   tensors, and its tensor results become objects of the class, as ``torch._tensor._convert``
   makes them (a new object, so with an empty ``__dict__``).
 
+A subclass whose ``__torch_function__`` is torch's disabled one (an ``nn.Parameter`` subclass
+without its own) is a plain tensor to every torch call: it is traced as ``Parameter`` is
+(:func:`has_disabled_torch_function`), its exact class guarded.
+
 Refused (a graph break, so the call runs eagerly): subclasses with ``__torch_dispatch__``
-(wrapper subclasses), torch's own subclasses, ``nn.Parameter`` subclasses, calls mixing two
-subclasses, and the calls whose eager ``func`` object is not modelled here (see ``_eager_func``).
+(wrapper subclasses), torch's own subclasses, ``nn.Parameter`` subclasses with their own
+``__torch_function__``, calls mixing two subclasses, and the calls whose eager ``func`` object
+is not modelled here (see ``_eager_func``).
 """
 
 from __future__ import annotations
@@ -39,13 +44,11 @@ from graphlift.variables.objects import (
 from graphlift.variables.symbolic import SizeVariable
 from graphlift.variables.tensor import (
     SUBCLASS_GETATTR,
+    TENSOR_TORCH_FUNCTION,
     TORCH_FUNCTION_DISPATCH,
     TensorVariable,
     call_torch,
 )
-
-# torch.Tensor's own __torch_function__ (the function of its classmethod).
-_TENSOR_TORCH_FUNCTION = torch.Tensor.__dict__["__torch_function__"].__func__
 
 
 def is_traceable_subclass(cls: type) -> bool:
@@ -110,7 +113,7 @@ def dispatch(tx: Translator, op: str, target: Any, args: list[VariableTracker],
         return None
     if _hashable(target) and target in HAS_TORCH_FUNCTION:
         return ConstantVariable(True)  # an argument is a subclass's object: it has one
-    function = lookup_class_attr(cls, "__torch_function__").__func__
+    function = _torch_function_of(tx, cls)
     reversed_name = REVERSED_METHODS.get(target) if _hashable(target) else None
     if reversed_name is not None and len(args) == 2 and not kwargs and \
             not isinstance(args[0], TensorVariable):
@@ -137,16 +140,23 @@ def _dispatch_to(tx: Translator, cls: type | None, func: VariableTracker,
     """``cls.__torch_function__(func, (cls,), args, kwargs)``, inlined or modelled."""
     if cls is None:
         raise Unsupported("handle_torch_function() without a tensor subclass's object")
-    function = lookup_class_attr(cls, "__torch_function__").__func__
+    function = _torch_function_of(tx, cls)
     call_args = [ClassVariable(cls), func, TupleVariable([ClassVariable(cls)]),
                  TupleVariable(list(args)), DictVariable(dict(kwargs))]
-    if function is _TENSOR_TORCH_FUNCTION:
+    if function is TENSOR_TORCH_FUNCTION:
         result = TensorTorchFunctionVariable(cls).call(tx, call_args[1:], {})
     else:
         result = UserFunctionVariable(function).call(tx, call_args, {})
     if result.is_constant() and result.as_constant() is NotImplemented:
         raise Unsupported(f"{cls.__qualname__}.__torch_function__ returned NotImplemented")
     return result
+
+
+def _torch_function_of(tx: Translator, cls: type) -> Any:
+    """The function of ``cls.__torch_function__``, guarded not to be replaced on the class."""
+    attr = lookup_class_attr(cls, "__torch_function__")
+    guard_class_attr(tx, cls, "__torch_function__", attr)
+    return attr.__func__
 
 
 # The checks torch's Python functions make before handing a call to __torch_function__: True
@@ -208,7 +218,7 @@ def _eager_func(tx: Translator, op: str, target: Any, args: list[VariableTracker
     name = OPERATOR_METHODS.get(target) if _hashable(target) else None
     if name is not None and args and isinstance(args[0], TensorVariable):
         return EagerFuncVariable(getattr(torch.Tensor, name), _graph_call(op, target))
-    if function is _TENSOR_TORCH_FUNCTION:
+    if function is TENSOR_TORCH_FUNCTION:
         return tx.wrap_unguarded(target)
     if name is None and getattr(target, "__module__", None) in _TORCH_NAMESPACES:
         return tx.wrap_unguarded(target)
@@ -374,8 +384,8 @@ def subclass_getattr(tx: Translator, tensor: TensorVariable, name: str) -> Varia
     if name in ("__class__", "__dict__") or callable(getattr(torch.Tensor, name, None)) or \
             not hasattr(torch.Tensor, name):
         return tensor.tensor_getattr(tx, name)
-    function = lookup_class_attr(cls, "__torch_function__").__func__
-    if function is _TENSOR_TORCH_FUNCTION or tx.output.torch_function_disabled:
+    function = _torch_function_of(tx, cls)
+    if function is TENSOR_TORCH_FUNCTION or tx.output.torch_function_disabled:
         result = as_subclass(tensor, torch.Tensor).tensor_getattr(tx, name)
         return result if name in NOWRAP_ATTRS or tx.output.torch_function_disabled \
             else convert(result, cls)
@@ -418,4 +428,4 @@ def _tensor_torch_function_model(cls: type) -> VariableTracker:
 # The hooks of tensor.py and objects.py, which sit below this module.
 TORCH_FUNCTION_DISPATCH.append(dispatch)
 SUBCLASS_GETATTR.append(subclass_getattr)
-CLASSMETHOD_MODELS[_TENSOR_TORCH_FUNCTION] = _tensor_torch_function_model
+CLASSMETHOD_MODELS[TENSOR_TORCH_FUNCTION] = _tensor_torch_function_model
