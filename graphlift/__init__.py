@@ -47,8 +47,8 @@ Layers, top to bottom (``layer: modules`` -- what the layer does)::
                  variables.exceptions, variables.iterators, variables.methods, variables.context,
                  variables.symbolic, variables.tensor, variables.numpy_order, variables.numpy,
                  variables.objects, variables.builtins, variables.collections, variables.subclasses,
-                 variables.distributed, variables.autograd, variables.higher_order,
-                 variables.custom_ops, variables.callables,
+                 variables.torch_function, variables.distributed, variables.autograd,
+                 variables.higher_order, variables.custom_ops, variables.callables,
                  variables.nn_module, variables.builder, variables.regions, variables
                  -- VariableTrackers, one kind
                  per module; the builder wraps input values with their guards and knows every

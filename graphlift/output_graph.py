@@ -106,6 +106,9 @@ class OutputGraph:
         self.may_run_first_call_eagerly = False
         self.root = torch.nn.Module()
         self._real_contexts: list[Any] = []
+        # How deep the trace is inside torch.Tensor.__torch_function__ or a
+        # DisableTorchFunctionSubclass block: torch calls there skip a subclass's dispatch.
+        self.torch_function_disabled = 0
 
     @property
     def shape_env(self) -> ShapeEnv:

@@ -35,6 +35,7 @@ class SourceKind(enum.Enum):
     VIEW_DICT = "view_dict"  # the dict that a dict_keys/dict_values/dict_items view shows
     FLOAT_TENSOR = "float_tensor"  # a float of another source, as a 0-d float64 tensor
     NUMPY_TENSOR = "numpy_tensor"  # an ndarray of another source, as the tensor over its memory
+    PLAIN_TENSOR = "plain_tensor"  # a tensor subclass's object of another source, as a Tensor
     ENVIRON = "environ"  # an environment variable's value, os.environ.get(name) (None if unset)
     DICT_VALUE = "dict_value"  # the value at a position of a dict (hook tables keyed by handle ids)
     DICT_KEY = "dict_key"  # the key at a position of a dict (an optimizer's state, by parameter)
@@ -396,6 +397,35 @@ class NumpyTensorSource(Source):
 
     def root(self) -> Source:
         return self.base.root()
+
+
+@dataclass(frozen=True)
+class PlainTensorSource(Source):
+    """A tensor subclass's object fed to the graph as a plain ``torch.Tensor`` over the same
+    memory and autograd history (``as_subclass(torch.Tensor)``, which runs no
+    ``__torch_function__``): the graph's own operations must not dispatch to the subclass
+    again, and its guards must not run the subclass's Python."""
+
+    base: Source
+    kind = SourceKind.PLAIN_TENSOR
+
+    def name(self) -> str:
+        return f"as_tensor({self.base.name()})"
+
+    def expr(self) -> str:
+        return f"__import__('torch')._C.TensorBase.as_subclass({self.base.expr()}, " \
+            "__import__('torch').Tensor)"
+
+    def render(self, bind: Callable[[Any], str]) -> str:
+        return f"{bind(as_plain_tensor)}({self.base.render(bind)})"
+
+    def root(self) -> Source:
+        return self.base.root()
+
+
+def as_plain_tensor(value: torch.Tensor) -> torch.Tensor:
+    """The plain ``torch.Tensor`` over a subclass object's memory (see PlainTensorSource)."""
+    return torch._C.TensorBase.as_subclass(value, torch.Tensor)
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,8 @@ from graphlift.variables.symbolic import (
     has_symbol,
     symbolic_operands,
 )
-from graphlift.variables.tensor import TensorVariable, call_torch, to_fake
+from graphlift.variables.tensor import TensorVariable, TorchCallableVariable, call_torch, to_fake
+from graphlift.variables.torch_function import EagerFuncVariable
 
 # BINARY_OP's argument indexes this table (CPython's NB_* order); in-place forms follow.
 BINARY_OPS = (
@@ -831,7 +832,7 @@ class InstructionTranslator:
     def STORE_ATTR(self, inst: Instruction) -> None:
         obj = self.pop()
         value = self.pop()
-        if not isinstance(obj, (UserObjectVariable, ExceptionVariable)):
+        if not isinstance(obj, (UserObjectVariable, ExceptionVariable, TensorVariable)):
             raise Unsupported(f"attribute assignment on {obj!r}", break_type="side_effect")
         obj.store_attr(self, inst.argval, value)
 
@@ -1679,6 +1680,10 @@ def is_none(value: VariableTracker) -> bool:
     return value.is_constant() and value.as_constant() is None
 
 
+# Trackers of torch's callables, whose objects are known while tracing (``fn``).
+TORCH_FUNCS = (TorchCallableVariable, EagerFuncVariable)
+
+
 def is_same(tx: InstructionTranslator, left: VariableTracker, right: VariableTracker) -> bool:
     """``left is right`` for trackers; only answered where the answer is certain."""
     if left is right:
@@ -1719,6 +1724,8 @@ def is_same(tx: InstructionTranslator, left: VariableTracker, right: VariableTra
         return False  # a tracked tensor/object is never identical to a constant
     if isinstance(left, TensorVariable) and isinstance(right, TensorVariable):
         return False  # inputs are deduplicated by identity; results are fresh
+    if isinstance(left, TORCH_FUNCS) and isinstance(right, TORCH_FUNCS):
+        return left.fn is right.fn  # torch's functions (a __torch_function__'s func test)
     raise Unsupported(f"identity test between {left!r} and {right!r}")
 
 

@@ -27,6 +27,9 @@ translator reaches every kind, and a kind needing the translator gets it as ``tx
   ``objects.CONSTRUCTORS``, registered from here).
 - ``subclasses``: objects of user subclasses of builtins (``class Registry(dict)``, a
   ``ModelOutput``): a user object plus a tracker of its builtin part.
+- ``torch_function``: tensor subclasses with ``__torch_function__`` (their objects are tensors
+  marked with their class; the subclass's ``__torch_function__`` is inlined, torch.Tensor's
+  modelled, the graph works on plain tensors).
 - ``autograd``: ``torch.autograd.Function.apply``: ``forward`` inlined when no input requires
   grad, else one node that a differentiating backend traces through to the class's ``backward``.
 - ``higher_order``: torch.cond, while_loop, map, scan and checkpoint: the functions they take

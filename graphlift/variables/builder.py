@@ -32,9 +32,11 @@ from graphlift.sources import (
     DictValueSource,
     ItemSource,
     KeyedItemSource,
+    PlainTensorSource,
     Source,
     SourceKind,
     ViewDictSource,
+    as_plain_tensor,
     is_module_member,
 )
 from graphlift.variables.base import MISSING, Translator, VariableTracker, lookup_class_attr
@@ -74,6 +76,11 @@ from graphlift.variables.objects import (
 from graphlift.variables.subclasses import is_builtin_subclass_object, wrap_builtin_subclass
 from graphlift.variables.symbolic import wrap_scalar_input
 from graphlift.variables.tensor import TensorMethodVariable, TensorVariable
+from graphlift.variables.torch_function import (
+    as_subclass,
+    has_disabled_torch_function,
+    is_traceable_subclass,
+)
 
 
 class VariableBuilder:
@@ -84,6 +91,7 @@ class VariableBuilder:
         self._by_source: dict[Source, VariableTracker] = {}
         self._values: dict[Source, Any] = {}  # what each source held when it was wrapped
         self._mutable_by_id: dict[int, VariableTracker] = {}
+        self._subclass_inputs: dict[int, VariableTracker] = {}  # id -> a subclass's object
 
     def wrap(self, value: Any, source: Source) -> VariableTracker:
         """The tracker for ``value`` found at ``source``; the same source gives the same tracker."""
@@ -128,8 +136,9 @@ class VariableBuilder:
 def _wrap_tensor(builder: VariableBuilder, value: torch.Tensor,
                  source: Source) -> VariableTracker:
     """A tensor: a graph input, guarded on its metadata (or pinned as a module's)."""
-    if type(value) not in (torch.Tensor, torch.nn.Parameter):
-        raise Unsupported(f"tensor subclass {type(value).__name__} at {source.name()}")
+    if type(value) not in (torch.Tensor, torch.nn.Parameter) and \
+            not has_disabled_torch_function(type(value)):
+        return _wrap_subclass_tensor(builder, value, source)
     output, guards = builder.tx.output, builder.tx.guards
     existing = output.input_for(value)
     if existing is not None:
@@ -146,6 +155,28 @@ def _wrap_tensor(builder: VariableBuilder, value: torch.Tensor,
     graph_input.node.meta["real_type"] = type(value)
     variable = TensorVariable(graph_input.node, graph_input.fake, source)
     variable.input_value = value
+    return variable
+
+
+def _wrap_subclass_tensor(builder: VariableBuilder, value: torch.Tensor,
+                          source: Source) -> VariableTracker:
+    """An object of a tensor subclass whose torch calls are traced (variables/torch_function.py):
+    guarded on its exact class, and fed to the graph as the plain tensor over its memory (the
+    graph's operations must not dispatch to the subclass again). Its Python attributes are read
+    from its instance dict, guarded as any attribute."""
+    cls = type(value)
+    if not is_traceable_subclass(cls) or is_module_member(source):
+        raise Unsupported(f"tensor subclass {cls.__name__} at {source.name()}")
+    guards = builder.tx.guards
+    existing = builder._subclass_inputs.get(id(value))
+    if existing is not None:  # one object reached twice: one tracker, guarded to stay one
+        guards.same_object(source, existing.source)
+        return existing
+    guards.type_match(source, value)
+    plain = builder.wrap(as_plain_tensor(value), PlainTensorSource(source))
+    variable = as_subclass(plain, cls)
+    variable.source, variable.input_value, variable.attrs = source, value, None
+    builder._subclass_inputs[id(value)] = variable  # the value stays alive in _values
     return variable
 
 

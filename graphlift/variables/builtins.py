@@ -80,6 +80,9 @@ def _len(tx, args, kwargs):
     if isinstance(obj, IteratorVariable):  # iterators have no len(); heapq.nlargest relies on it
         raise raise_real(TypeError(f"object of type '{_iterator_name(obj)}' has no len()"))
     if isinstance(obj, TensorVariable):
+        if obj.subclass is not None and not tx.output.torch_function_disabled:
+            # Tensor.__len__ hands itself to the subclass's __torch_function__.
+            return call_torch(tx, "call_method", "__len__", [obj], {})
         if obj.fake.dim() == 0:
             raise Unsupported("len() of a 0-d tensor", break_type="user_exception")
         return size_variable(tx, obj, 0)  # symbolic when dimension 0 is dynamic

@@ -158,6 +158,32 @@ class InferenceModeVariable(VariableTracker):
         raise Unsupported(f"attribute {name!r} of {self.describe()}")
 
 
+class DisableTorchFunctionSubclassVariable(VariableTracker):
+    """``torch._C.DisableTorchFunctionSubclass()`` as a ``with`` block: torch calls inside it
+    go to the kernels, not to a tensor subclass's ``__torch_function__``, and return plain
+    tensors (the graph works on plain tensors anyway, so it needs no node). A graph break
+    inside the block runs the frame eagerly (its exit cannot be rebuilt outside the graph)."""
+
+    def describe(self) -> str:
+        return "DisableTorchFunctionSubclass()"
+
+    def python_type(self) -> type:
+        return torch._C.DisableTorchFunctionSubclass
+
+    def enter(self, tx: Translator) -> VariableTracker:
+        tx.output.torch_function_disabled += 1
+        return ConstantVariable(None)
+
+    def exit(self, tx: Translator) -> VariableTracker:
+        tx.output.torch_function_disabled -= 1
+        return ConstantVariable(None)
+
+    def var_getattr(self, tx, name):
+        if name in ("__enter__", "__exit__"):
+            return ContextMethodVariable(self, name)
+        raise Unsupported(f"attribute {name!r} of {self.describe()}")
+
+
 def make_inference_mode(tx: Translator, args: list, kwargs: dict) -> InferenceModeVariable:
     """``torch.inference_mode(mode=True)``; the mode must be a constant known while tracing
     (a function given as ``mode``, the decorator form written without parentheses, is not a

@@ -36,6 +36,7 @@ from graphlift.variables.base import (
 from graphlift.variables.constant import ConstantVariable, is_constant_value, wrap_constant
 from graphlift.variables.containers import DictVariable, TupleVariable
 from graphlift.variables.context import (
+    DisableTorchFunctionSubclassVariable,
     GradModeVariable,
     make_autocast,
     make_inference_mode,
@@ -111,6 +112,12 @@ class PythonModuleVariable(VariableTracker):
         return codegen.source_expr(self.source) if self.source else codegen.constant(self.module)
 
 
+# Classmethods of torch's classes that a model stands in for, filled by the modules above this
+# one: function -> build of the tracker of it bound to a class (torch.Tensor.__torch_function__,
+# variables/torch_function.py).
+CLASSMETHOD_MODELS: dict[Any, Callable[[type], VariableTracker]] = {}
+
+
 def bind_class_attr(tx, obj: VariableTracker, cls: type, name: str, attr: Any,
                     attr_source) -> VariableTracker:
     """What ``obj.name`` gives for a class attribute ``attr``: methods bind, properties run."""
@@ -121,6 +128,9 @@ def bind_class_attr(tx, obj: VariableTracker, cls: type, name: str, attr: Any,
             return tx.wrap_unguarded(attr.__func__)  # (Tensor._make_subclass): the rules decide
         return UserFunctionVariable(attr.__func__)
     if isinstance(attr, classmethod):
+        model = CLASSMETHOD_MODELS.get(attr.__func__)
+        if model is not None:
+            return model(cls)
         if not isinstance(attr.__func__, types.FunctionType):  # the same, made a classmethod
             return tx.wrap_unguarded(attr.__get__(None, cls))
         return UserMethodVariable(UserFunctionVariable(attr.__func__), ClassVariable(cls))
@@ -140,6 +150,9 @@ def bind_class_attr(tx, obj: VariableTracker, cls: type, name: str, attr: Any,
     if isinstance(attr, C_DESCRIPTORS) and (trace_rules.is_builtin_method(attr) or
                                             attr in TYPE_CHECKS):
         return BuiltinMethodVariable(attr, obj)
+    if isinstance(obj, ClassVariable) and isinstance(attr, types.MethodDescriptorType) and \
+            issubclass(cls, torch._C.TensorBase):
+        return tx.wrap_unguarded(attr)  # torch.Tensor.add read on the class: the trace rules'
     if isinstance(lookup_class_attr(type(attr), "__get__"), types.FunctionType):
         return _python_descriptor_get(tx, obj, cls, attr, attr_source)
     if hasattr(type(attr), "__get__") and not is_constant_value(attr):
@@ -297,6 +310,9 @@ CONSTRUCTORS = {
     torch.set_grad_enabled: _set_grad_enabled,  # switches immediately; restores on __exit__
     torch.autocast: lambda tx, args, kwargs: _autocast(tx, args, kwargs),  # enter/exit nodes
     torch.inference_mode: make_inference_mode,  # enter/exit nodes, like autocast
+    # with it, torch calls skip tensor subclasses' __torch_function__ (no node needed)
+    torch._C.DisableTorchFunctionSubclass: lambda tx, args, kwargs:
+        DisableTorchFunctionSubclassVariable(),
     torch.Size: _fold_constructor(torch.Size),  # torch.Size([2, 3]) is a constant
     torch.device: _fold_constructor(torch.device),  # torch.device("cpu") is a constant
     torch.finfo: _fold_object(torch.finfo),  # torch.finfo(dtype).eps: attributes are constants

@@ -32,7 +32,7 @@ from graphlift.output_graph import storage_ref
 from graphlift.polyfills.optim import TENSOR_SCALAR_STAND_INS
 from graphlift.rebuild import Codegen
 from graphlift.sources import AttrSource
-from graphlift.variables.base import Translator, VariableTracker, raise_real
+from graphlift.variables.base import Translator, VariableTracker, lookup_class_attr, raise_real
 from graphlift.variables.constant import ConstantVariable, is_constant_value, wrap_constant
 from graphlift.variables.containers import (
     BaseListVariable,
@@ -91,6 +91,11 @@ class TensorVariable(VariableTracker):
 
     # The real tensor of a graph input (set by the builder): its identity as a dict key.
     input_value: torch.Tensor | None = None
+    # The tensor subclass this tensor is an object of, for the program (None: torch.Tensor or
+    # the input's own class). The graph works on plain tensors; see variables/torch_function.py.
+    subclass: type | None = None
+    # The Python attributes the frame stored on a subclass's object it made (None elsewhere).
+    attrs: dict[str, VariableTracker] | None = None
 
     def __init__(self, node: torch.fx.Node, fake: torch.Tensor, source=None) -> None:
         super().__init__(source)
@@ -103,6 +108,8 @@ class TensorVariable(VariableTracker):
 
     def python_type(self) -> type:
         # Inputs remember their real class (Parameter); results of ops are plain tensors.
+        if self.subclass is not None:
+            return self.subclass
         return self.node.meta.get("real_type", torch.Tensor)
 
     def truthy(self, tx: Translator) -> bool:
@@ -113,6 +120,12 @@ class TensorVariable(VariableTracker):
         )
 
     def var_getattr(self, tx: Translator, name: str) -> VariableTracker:
+        if self.subclass is not None and SUBCLASS_GETATTR:
+            return SUBCLASS_GETATTR[0](tx, self, name)
+        return self.tensor_getattr(tx, name)
+
+    def tensor_getattr(self, tx: Translator, name: str) -> VariableTracker:
+        """``self.name`` as ``torch.Tensor`` answers it (a subclass's own lookup comes first)."""
         if name == "shape":
             return shape_variable(tx, self)
         if name == "__class__":  # x.__class__.__name__: the tracked class, as type(x)
@@ -160,6 +173,8 @@ class TensorVariable(VariableTracker):
 
     def _real_input(self, tx: Translator, name: str) -> torch.Tensor:
         """The real tensor behind this input, to read attribute ``name`` from."""
+        if self.input_value is not None:  # a subclass's object, fed to the graph as a Tensor
+            return self.input_value
         real = next((graph_input.example for graph_input in tx.output.inputs
                      if graph_input.node is self.node), None)
         if not isinstance(real, torch.Tensor):
@@ -168,6 +183,12 @@ class TensorVariable(VariableTracker):
         return real
 
     def unpack(self, tx: Translator) -> list[VariableTracker]:
+        if self.subclass is not None and not tx.output.torch_function_disabled:
+            # Tensor.__iter__ as eager runs it: dim() and unbind(0), each dispatched.
+            if call_torch(tx, "call_method", "dim", [self], {}).as_constant() == 0:
+                raise Unsupported("iteration over a 0-d tensor")
+            return call_torch(tx, "call_method", "unbind", [self, ConstantVariable(0)],
+                              {}).unpack(tx)
         if self.fake.dim() == 0:
             raise Unsupported("iteration over a 0-d tensor")
         return [call_torch(tx, "call_function", operator.getitem, [self, ConstantVariable(i)], {})
@@ -176,7 +197,41 @@ class TensorVariable(VariableTracker):
     def reconstruct(self, codegen: Codegen) -> str:
         if self.source is not None:
             return codegen.source_expr(self.source)
+        if self.subclass is not None:  # the graph's plain output, made an object of the class
+            return codegen.remember(self, self._rebuild)
         return codegen.graph_output(self)
+
+    def _rebuild(self, codegen: Codegen) -> str:
+        """A subclass's object made in the frame, rebuilt once (identity kept) with the
+        attributes the frame stored on it."""
+        attrs = ", ".join(f"{name!r}: {value.reconstruct(codegen)}"
+                          for name, value in (self.attrs or {}).items())
+        return f"{codegen.constant(rebuild_subclass_object)}({codegen.graph_output(self)}, " \
+            f"{codegen.constant(self.subclass)}, {{{attrs}}})"
+
+    def store_attr(self, tx: Translator, name: str, value: VariableTracker) -> None:
+        """``y.name = value`` on a subclass's object made in the frame: into its instance
+        dict. Anywhere else (an input, a plain tensor, a name torch.Tensor or the class gives a
+        setter) a graph break."""
+        if self.subclass is None or self.source is not None or self.attrs is None or \
+                hasattr(type(lookup_class_attr(self.subclass, name)), "__set__"):
+            raise Unsupported(f"attribute assignment on {self!r}", break_type="side_effect")
+        tx.output.side_effects.write_local(self)
+        self.attrs[name] = value
+
+
+def rebuild_subclass_object(tensor: torch.Tensor, cls: type, attrs: dict) -> torch.Tensor:
+    """The graph's plain output as an object of ``cls`` holding ``attrs`` (run at return)."""
+    result = torch._C.TensorBase.as_subclass(tensor, cls)
+    result.__dict__.update(attrs)
+    return result
+
+
+# Filled by variables/torch_function.py (above this module): the attribute lookup of a tensor
+# subclass's object, and the ``__torch_function__`` dispatch of a torch call given one (it
+# returns None where no argument is such an object).
+SUBCLASS_GETATTR: list[Callable] = []
+TORCH_FUNCTION_DISPATCH: list[Callable] = []
 
 
 class TensorMethodVariable(VariableTracker):
@@ -194,6 +249,13 @@ class TensorMethodVariable(VariableTracker):
         return f"{self.tensor.reconstruct(codegen)}.{self.name}"
 
     def call(self, tx, args, kwargs):
+        special = self.name in SPECIAL_METHODS or self.name in CALLABLE_METHODS or \
+            self.name in ARRAY_METHODS
+        if special and has_own_torch_function(self.tensor.subclass) and \
+                not tx.output.torch_function_disabled:
+            # Their handlers below would skip the subclass's __torch_function__: eager runs it.
+            raise Unsupported(f"Tensor.{self.name}() of a {self.tensor.subclass.__qualname__}, "
+                              "whose own __torch_function__ eager calls for it")
         captured = CAPTURED_SCALAR_METHODS.get(self.name)
         if captured is not None and tx.output.captures_scalars:
             return captured(tx, self.tensor, args, kwargs)
@@ -210,6 +272,19 @@ class TensorMethodVariable(VariableTracker):
         if self.name == "requires_grad_":
             return _requires_grad_(self.tensor, args, kwargs)
         return call_torch(tx, "call_method", self.name, [self.tensor, *args], kwargs)
+
+
+def has_own_torch_function(cls: type | None) -> bool:
+    """Whether ``cls`` (a tensor subclass, or None) has a ``__torch_function__`` other than
+    torch.Tensor's."""
+    if cls is None:
+        return False
+    function = getattr(lookup_class_attr(cls, "__torch_function__"), "__func__", None)
+    return function is not TENSOR_TORCH_FUNCTION
+
+
+# torch.Tensor's own __torch_function__ (the function of its classmethod).
+TENSOR_TORCH_FUNCTION = torch.Tensor.__dict__["__torch_function__"].__func__
 
 
 def _requires_grad_(tensor: TensorVariable, args: list[VariableTracker],
@@ -267,6 +342,10 @@ def _array_handler(fn: Any) -> Callable | None:
 
 INTEGER_DTYPES = frozenset({torch.int8, torch.int16, torch.int32, torch.int64})
 
+
+# Tensor methods with handlers of their own in TensorMethodVariable.call (not call_torch).
+SPECIAL_METHODS = frozenset({"item", "tolist", "requires_grad_", *DATA_DEPENDENT_METHODS})
+
 # Methods that read tensor data into Python, kept in the graph as unbacked symbols when
 # capture_scalar_outputs is on (or fullgraph=True); otherwise they are DATA_DEPENDENT_METHODS.
 CAPTURED_SCALAR_METHODS = {
@@ -289,6 +368,11 @@ class TorchCallableVariable(VariableTracker):
 
     def python_type(self) -> type:
         return type(self.fn)
+
+    def var_getattr(self, tx: Translator, name: str) -> VariableTracker:
+        if name in ("__name__", "__qualname__", "__module__"):  # fixed for a torch callable
+            return wrap_constant(getattr(self.fn, name))
+        return super().var_getattr(tx, name)
 
     def call(self, tx, args, kwargs):
         from_array = _array_handler(self.fn)
@@ -467,6 +551,10 @@ def call_torch(tx: Translator, op: str, target: Any, args: list[VariableTracker]
     ``fake_result(fake_args, fake_kwargs)``, when given, computes the result's metadata instead
     of running ``target`` (``allow_in_graph`` functions, whose body must not run).
     """
+    dispatched = TORCH_FUNCTION_DISPATCH[0](tx, op, target, args, kwargs) \
+        if TORCH_FUNCTION_DISPATCH and fake_result is None else None
+    if dispatched is not None:
+        return dispatched
     stand_in = _tensor_scalar_stand_in(op, target, args, kwargs)
     if stand_in is not None:
         return UserFunctionVariable(stand_in).call(tx, args, kwargs)
