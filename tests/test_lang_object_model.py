@@ -1774,7 +1774,6 @@ FAMILY_FALLBACKS = {
     "builtin_dir_contains": "dir()",
     "builtin_id_of_same_object": "id() is not modelled",
     "stdlib_logging_level_checks": "Logger.isEnabledFor",
-    "cls_getattr_setattr_builtins": "delattr() is not modelled",
 }
 if sys.version_info >= (3, 12):  # asdict tests `type(obj) in _ATOMIC_TYPES` since 3.12
     FAMILY_FALLBACKS["stdlib_dataclass_eq_asdict"] = \
@@ -3221,7 +3220,6 @@ _TRACED_BY_TORCH_COMPILE = (
     "cls_metaclass_new_and_method",
     "cls_class_getitem",
     "cls_type_three_args",
-    "cls_getattr_setattr_builtins",
     "cls_dunder_dict_of_class",
     "cls_super_two_arg",
     "gen_echo_send",

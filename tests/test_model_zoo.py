@@ -12,7 +12,10 @@ torch.compile's counts are recorded, not measured here: running it on every entr
 this file several times slower. They were measured by ``benchmarks/zoo.py --no-timing``
 (``torch._dynamo.testing.CompileCounterWithBackend`` with the same backend, breaks from
 ``torch._dynamo.utils.counters["graph_break"]``) on 2026-12-01 with torch 2.13.0 and transformers
-5.24.0; rerun it after upgrading either.
+5.24.0; rerun it after upgrading either. The encoder-decoders' ``cache`` and ``decode`` entries
+(``ENCODER_DECODER``) read theirs from the recording of ``tests/reference`` instead (keys
+``model_zoo/<family>-<mode>``; their measures run code of ``benchmarks/``, which the recording's
+fingerprints do not cover: record them anew after changing the zoo's builders).
 """
 
 from __future__ import annotations
