@@ -2879,6 +2879,23 @@ def delattr_on_object_made_in_frame(x):
     return x + len(made.log), made.log, hasattr(made, "a"), vars(made), message
 
 
+class Slotted:
+    __slots__ = ("a", "b")
+
+    def __init__(self):
+        self.a = 1
+
+
+def del_slots_on_object_made_in_frame(x):
+    made = Slotted()
+    del made.a
+    try:
+        del made.b  # never set: the slot's own message
+    except AttributeError as error:
+        message = str(error)
+    return x + 1, hasattr(made, "a"), message
+
+
 def _check_union(name, value, args):
     if not any(isinstance(value, arg) for arg in args):
         raise TypeError(f"{name}: {value!r} is none of {args}")
@@ -2934,6 +2951,7 @@ CASES = [
     case(deepcopy_config_argument, R(3), Settings()),
     case(deepcopy_object_made_in_frame, R(3)),
     case(delattr_on_object_made_in_frame, R(3)),
+    case(del_slots_on_object_made_in_frame, R(3)),
     case(strict_setattr_validates, R(3)),
     case(dict_sub_global_registry, R(3)),
     case(dict_sub_missing, R(3)),
@@ -3118,6 +3136,7 @@ def test_object_model(case):
 TORCH_COMPILE_DIFFERS = {
     "deepcopy_object_made_in_frame": "refuses: copy.deepcopy of an object made in the frame",
     "delattr_on_object_made_in_frame": "refuses: object.__delattr__ in a class's __delattr__",
+    "del_slots_on_object_made_in_frame": "refuses: del of a slot of an object made in the frame",
     "strict_setattr_validates": "wrong: vars() of the object misses what object.__setattr__ "
                                 "stored from the class's __setattr__",
     "dict_sub_super_getitem_missing": "wrong: str(KeyError('nope')) loses its quotes",

@@ -760,10 +760,13 @@ class UserObjectVariable(VariableTracker):
         instance dict (a deletion on an input object would need the ledger: refused)."""
         if not self.is_new:
             raise Unsupported(f"del of an attribute of {self!r}", break_type="side_effect")
-        if hasattr(type(lookup_class_attr(self.cls, name)), "__delete__"):
+        descriptor = lookup_class_attr(self.cls, name)
+        slot = isinstance(descriptor, types.MemberDescriptorType)
+        if hasattr(type(descriptor), "__delete__") and not slot:
             raise Unsupported(f"deletion through descriptor {self.cls.__qualname__}.{name}")
-        if name not in self.attrs:
-            raise raise_real(_no_attribute_to_delete(self.cls, name))
+        if name not in self.attrs:  # an empty slot says only its name
+            raise raise_real(AttributeError(name) if slot else
+                             _no_attribute_to_delete(self.cls, name))
         tx.output.side_effects.write_local(self)
         del self.attrs[name]
 
