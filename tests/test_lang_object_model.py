@@ -2896,6 +2896,20 @@ def del_slots_on_object_made_in_frame(x):
     return x + 1, hasattr(made, "a"), message
 
 
+def _usage_name(obj):
+    """The name torchvision's usage logging gives ``obj``: its class's, or a function's own."""
+    name = obj.__class__.__name__
+    if isinstance(obj, types.FunctionType):
+        name = obj.__name__
+    return f"{obj.__module__}.{name}"
+
+
+def function_class_read(x):
+    made = Logged()
+    return (x + 1, _usage_name(_usage_name), _usage_name(made),
+            _usage_name.__class__ is types.FunctionType, (lambda: 0).__class__.__name__)
+
+
 def _check_union(name, value, args):
     if not any(isinstance(value, arg) for arg in args):
         raise TypeError(f"{name}: {value!r} is none of {args}")
@@ -2952,6 +2966,7 @@ CASES = [
     case(deepcopy_object_made_in_frame, R(3)),
     case(delattr_on_object_made_in_frame, R(3)),
     case(del_slots_on_object_made_in_frame, R(3)),
+    case(function_class_read, R(3)),
     case(strict_setattr_validates, R(3)),
     case(dict_sub_global_registry, R(3)),
     case(dict_sub_missing, R(3)),
@@ -3137,6 +3152,8 @@ TORCH_COMPILE_DIFFERS = {
     "deepcopy_object_made_in_frame": "refuses: copy.deepcopy of an object made in the frame",
     "delattr_on_object_made_in_frame": "refuses: object.__delattr__ in a class's __delattr__",
     "del_slots_on_object_made_in_frame": "refuses: del of a slot of an object made in the frame",
+    "function_class_read": "refuses: __class__ of a lambda made in the frame (an AttributeError "
+                           "while tracing)",
     "strict_setattr_validates": "wrong: vars() of the object misses what object.__setattr__ "
                                 "stored from the class's __setattr__",
     "dict_sub_super_getitem_missing": "wrong: str(KeyError('nope')) loses its quotes",

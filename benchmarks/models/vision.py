@@ -24,7 +24,9 @@ def log_api_usage(obj: object) -> None:
     process (torch keeps the set of names seen)."""
     module = obj.__module__
     prefix = "" if module.startswith("torchvision") else "torchvision.internal."
-    name = obj.__name__ if isinstance(obj, types.FunctionType) else obj.__class__.__name__
+    name = obj.__class__.__name__
+    if isinstance(obj, types.FunctionType):  # a function goes by its own name, not "function"
+        name = obj.__name__
     torch._C._log_api_usage_once(f"{prefix}{module}.{name}")
 
 

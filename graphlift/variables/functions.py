@@ -134,6 +134,8 @@ class BaseUserFunctionVariable(VariableTracker):
                                     else self.globals.get("__name__"))
         if name == "__code__":  # read-only inspection (co_varnames, co_argcount): a constant
             return ConstantVariable(self.code)
+        if name == "__class__":  # a function's class cannot be reassigned (torchvision's
+            return tx.wrap_unguarded(types.FunctionType)  # usage logging reads its name)
         if name == "__get__":  # binding by hand (LRScheduler's wrapper of optimizer.step)
             return FunctionGetVariable(self)
         if lookup_class_attr(types.FunctionType, name) is MISSING and \
