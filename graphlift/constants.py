@@ -15,6 +15,7 @@ CONSTANT_TYPES: tuple[type, ...] = (
     type(None), bool, int, float, complex, str, bytes, type(Ellipsis), type(NotImplemented),
     torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size, slice, range,
     types.GenericAlias,  # list[Tensor], as typing.cast's first argument (torch.optim)
+    types.UnionType,  # int | None: a field's annotation, which strict dataclasses check against
     re.Pattern, re.Match,  # compiled patterns and their matches: immutable, methods pure
 )
 

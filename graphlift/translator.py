@@ -20,6 +20,7 @@ from __future__ import annotations
 import builtins
 import collections
 import contextlib
+import copyreg
 import linecache
 import operator
 import sys
@@ -183,6 +184,9 @@ _JUMP_IF_FALSE = frozenset({"POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_IF_FALSE"})
 # _foreach_supported_types): a trusted global of one of them is read with guards, unlike
 # torch's other globals.
 _REGISTRY_TYPES = frozenset({collections.OrderedDict, list})
+# Registries of other types read by trusted code, guarded the same way: copyreg's reducers per
+# class (the polyfill of copy.deepcopy reads it; copyreg.pickle(C, ...) after a call must be seen).
+_REGISTRIES = (copyreg.dispatch_table,)
 # The first instruction of a handler made of ``except`` clauses (3.11 on; 3.10).
 _EXCEPT_CLAUSES_START = frozenset({"PUSH_EXC_INFO", "COPY"})
 
@@ -650,7 +654,8 @@ class InstructionTranslator:
         globals_dict = self.f_globals
         if name in globals_dict and trace_rules.is_trusted_globals(globals_dict):
             value = globals_dict[name]
-            if type(value) in _REGISTRY_TYPES and self.globals_source is not None:
+            registry = type(value) in _REGISTRY_TYPES or any(value is r for r in _REGISTRIES)
+            if registry and self.globals_source is not None:
                 # A registry the program adds to (torch.optim's global step hooks): guarded.
                 return self.builder.wrap(value, self.global_source(name))
             return wrap_unguarded(self, value)  # torch's or graphlift's: no guard
@@ -838,11 +843,9 @@ class InstructionTranslator:
 
     def DELETE_ATTR(self, inst: Instruction) -> None:
         obj = self.pop()
-        if not isinstance(obj, UserObjectVariable) or not obj.is_new:
+        if not isinstance(obj, UserObjectVariable):
             raise Unsupported(f"del of an attribute of {obj!r}", break_type="side_effect")
-        if inst.argval not in obj.attrs:
-            raise raise_real(AttributeError(inst.argval))
-        del obj.attrs[inst.argval]
+        obj.delete_attr(self, inst.argval)
 
     def RETURN_VALUE(self, inst: Instruction) -> None:
         self.return_value = self.pop()
@@ -1720,6 +1723,8 @@ def is_same(tx: InstructionTranslator, left: VariableTracker, right: VariableTra
             return False  # a module is only itself (``key in (int, math)``)
     if left.is_constant() and right.is_constant():
         return left.as_constant() is right.as_constant()  # classes, builtins
+    if isinstance(left, BuiltinVariable) and isinstance(right, BuiltinVariable):
+        return left.fn is right.fn  # C functions and slot wrappers (``C.__reduce__``)
     if left.is_constant() != right.is_constant():
         return False  # a tracked tensor/object is never identical to a constant
     if isinstance(left, TensorVariable) and isinstance(right, TensorVariable):

@@ -36,6 +36,7 @@ import math
 import operator
 import os
 import sys
+import types
 import typing
 import warnings
 from typing import Any
@@ -1781,7 +1782,6 @@ FAMILY_FALLBACKS = {
     "builtin_dir_contains": "dir()",
     "builtin_id_of_same_object": "id() is not modelled",
     "stdlib_logging_level_checks": "Logger.isEnabledFor",
-    "cls_getattr_setattr_builtins": "delattr() is not modelled",
 }
 if sys.version_info >= (3, 12):  # asdict tests `type(obj) in _ATOMIC_TYPES` since 3.12
     FAMILY_FALLBACKS["stdlib_dataclass_eq_asdict"] = \
@@ -2827,9 +2827,155 @@ FAMILY_CASES = (
 )
 
 
+# == copies and deletions of a config's attributes (transformers' get_text_config) =============
+class Settings:
+    """A config object: aliases through ``__getattribute__`` and ``__setattr__``
+    (PretrainedConfig's ``attribute_map``), a nested dict, and one list under two names."""
+
+    attribute_map = {"hidden": "width"}
+
+    def __init__(self, width=4):
+        self.width = width
+        self.labels = {0: "a", 1: "b"}
+        self.layers = [1, 2]
+        self.shared = self.layers
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+    def __setattr__(self, key, value):
+        if key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        super().__setattr__(key, value)
+
+
+def deepcopy_config_argument(x, settings):
+    copied = copy.deepcopy(settings)  # the default reduction: a new object, its dict copied
+    copied.hidden = 7
+    copied.layers.append(3)
+    delattr(copied, "labels")
+    return (x * copied.hidden + len(copied.shared), copied, settings,
+            copied.shared is copied.layers, copied is settings, type(copied) is Settings)
+
+
+def deepcopy_object_made_in_frame(x):
+    made = Settings(width=3)
+    copied = copy.deepcopy([made, made])  # one object twice: copied once
+    made.layers.append(9)
+    return x * copied[0].width, copied, copied[0] is copied[1], made
+
+
+class Logged:
+    def __init__(self):
+        self.a, self.b, self.log = 1, 2, []
+
+    def __delattr__(self, name):
+        self.log.append(name)
+        object.__delattr__(self, name)
+
+
+def delattr_on_object_made_in_frame(x):
+    made = Logged()
+    delattr(made, "a")
+    del made.b
+    try:
+        delattr(made, "a")  # gone: the class's hook runs, then object's raises
+    except AttributeError as error:
+        message = str(error)
+    return x + len(made.log), made.log, hasattr(made, "a"), vars(made), message
+
+
+class Slotted:
+    __slots__ = ("a", "b")
+
+    def __init__(self):
+        self.a = 1
+
+
+def del_slots_on_object_made_in_frame(x):
+    made = Slotted()
+    del made.a
+    try:
+        del made.b  # never set: the slot's own message
+    except AttributeError as error:
+        message = str(error)
+    return x + 1, hasattr(made, "a"), message
+
+
+def _usage_name(obj):
+    """The name torchvision's usage logging gives ``obj``: its class's, or a function's own."""
+    name = obj.__class__.__name__
+    if isinstance(obj, types.FunctionType):
+        name = obj.__name__
+    return f"{obj.__module__}.{name}"
+
+
+def function_class_read(x):
+    made = Logged()
+    return (x + 1, _usage_name(_usage_name), _usage_name(made),
+            _usage_name.__class__ is types.FunctionType, (lambda: 0).__class__.__name__)
+
+
+def _check_union(name, value, args):
+    if not any(isinstance(value, arg) for arg in args):
+        raise TypeError(f"{name}: {value!r} is none of {args}")
+
+
+# A registry keyed by typing's special forms and by types.UnionType (huggingface_hub's
+# _BASIC_TYPE_VALIDATORS).
+_TYPE_CHECKS = {typing.Union: _check_union, types.UnionType: _check_union}
+
+
+def _check_type(name, value, expected):
+    origin = typing.get_origin(expected)
+    if check := _TYPE_CHECKS.get(origin):  # a function: always true
+        check(name, value, typing.get_args(expected))
+    elif not isinstance(value, expected):
+        raise TypeError(f"{name}: {value!r} is not a {expected.__name__}")
+
+
+def _field_check(name, expected):
+    def check(value):
+        _check_type(name, value, expected)
+    return check
+
+
+class StrictSettings:
+    """A strict dataclass's ``__setattr__``: the validators of a field, from a class dict of
+    lists of functions, run before the store."""
+
+    __validators__ = {"size": [_field_check("size", int | None)], "name": [_field_check(
+        "name", str)]}
+
+    def __setattr__(self, name, value):
+        for validator in self.__validators__.get(name, []):
+            validator(value)
+        object.__setattr__(self, name, value)
+
+
+def strict_setattr_validates(x):
+    made = StrictSettings()
+    made.size = 3
+    made.name = "small"
+    try:
+        made.size = "big"
+    except TypeError as error:
+        message = str(error)
+    return x * made.size, vars(made), message
+
+
 CASES = [
     # dict subclasses
     case(dict_sub_setitem_get, R(3)),
+    # copies and deletions of a config's attributes
+    case(deepcopy_config_argument, R(3), Settings()),
+    case(deepcopy_object_made_in_frame, R(3)),
+    case(delattr_on_object_made_in_frame, R(3)),
+    case(del_slots_on_object_made_in_frame, R(3)),
+    case(function_class_read, R(3)),
+    case(strict_setattr_validates, R(3)),
     case(dict_sub_global_registry, R(3)),
     case(dict_sub_missing, R(3)),
     case(dict_sub_super_getitem, R(3)),
@@ -3013,6 +3159,13 @@ def test_object_model(case):
 # Cases where torch.compile 2.13 does not agree: it refuses (fullgraph raises) or is wrong.
 TORCH_COMPILE_DIFFERS = {
     "set_sub_argument": "wrong: a mutated input set subclass object does not agree with eager",
+    "deepcopy_object_made_in_frame": "refuses: copy.deepcopy of an object made in the frame",
+    "delattr_on_object_made_in_frame": "refuses: object.__delattr__ in a class's __delattr__",
+    "del_slots_on_object_made_in_frame": "refuses: del of a slot of an object made in the frame",
+    "function_class_read": "refuses: __class__ of a lambda made in the frame (an AttributeError "
+                           "while tracing)",
+    "strict_setattr_validates": "wrong: vars() of the object misses what object.__setattr__ "
+                                "stored from the class's __setattr__",
     "dict_sub_super_getitem_missing": "wrong: str(KeyError('nope')) loses its quotes",
     "dict_sub_ior_keeps_object": "wrong: `d |= ...` on a dict subclass makes a new object",
     "dict_sub_fromkeys": "wrong: StrKeys.fromkeys gives a plain dict",
@@ -3113,7 +3266,6 @@ _TRACED_BY_TORCH_COMPILE = (
     "cls_metaclass_new_and_method",
     "cls_class_getitem",
     "cls_type_three_args",
-    "cls_getattr_setattr_builtins",
     "cls_dunder_dict_of_class",
     "cls_super_two_arg",
     "gen_echo_send",
@@ -3443,3 +3595,53 @@ def test_logging_a_tensor_breaks() -> None:
     a graph break, as under torch.compile."""
     report = graphlift.explain(logs_a_tensor)(torch.randn(2))
     assert (report.graph_count, report.graph_break_count) == (1, 1)
+
+
+# == deepcopy of user objects: what the copy depends on ==========================================
+class Registered(Settings):
+    """Copied by the default reduction until copyreg is given a reducer for it."""
+
+
+def _reduce_registered(obj):
+    return Registered, (obj.width * 10,)
+
+
+def copy_width(x, settings):
+    return x * copy.deepcopy(settings).width
+
+
+def test_a_copyreg_reducer_added_after_a_call_is_used() -> None:
+    """deepcopy's polyfill reads copyreg's table of reducers, guarded: registering one for the
+    class after the first call recompiles, and the copy is then the reducer's, as in eager."""
+    import copyreg
+
+    x, settings = torch.ones(2), Registered(width=2)
+    assert graphlift.explain(copy_width)(x, settings).graph_break_count == 0  # traced
+    counter = CompileCounter()
+    compiled = graphlift.compile(copy_width, backend=counter)
+    assert_same(compiled(x, settings), copy_width(x, settings))
+    assert counter.frame_count == 1
+    copyreg.pickle(Registered, _reduce_registered)
+    try:
+        expected = copy_width(x, settings)
+        assert expected[0].item() == 20
+        assert_same(compiled(x, settings), expected)
+    finally:
+        del copyreg.dispatch_table[Registered]
+    assert counter.frame_count == 2  # compiled anew: the reducer runs eagerly, then x * width
+
+
+class OwnCopy(Settings):
+    def __deepcopy__(self, memo):
+        return OwnCopy(width=self.width + 1)
+
+
+def test_a_class_with_its_own_deepcopy_is_copied_by_it() -> None:
+    """A ``__deepcopy__`` of the class's own is not the default reduction: the polyfill
+    declines, the original runs (a graph break), and the result is eager's."""
+    x, settings = torch.ones(2), OwnCopy(width=2)
+    expected = copy_width(x, settings)
+    report = graphlift.explain(copy_width)(x, settings)
+    assert report.graph_break_count == 1
+    assert_same(graphlift.compile(copy_width)(x, settings), expected)
+    assert expected[0].item() == 3

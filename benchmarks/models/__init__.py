@@ -10,6 +10,7 @@ tests (milliseconds per call), ``"bench"`` for ``benchmarks/models.py``.
 ``gpt``          GPT-style decoder: causal attention, LayerNorm, GELU MLP, tied embeddings
 ``hf_gpt2``      ``transformers`` GPT2LMHeadModel from a small config, random weights
 ``hf_bert``      ``transformers`` BertModel from a small config, random weights
+``vision``       torchvision-style: inverted residuals, stochastic depth, API-usage logging
 ===============  ===========================================================================
 """
 
@@ -21,7 +22,7 @@ from typing import Any
 
 import torch
 
-from . import cnn, gpt, hf, mlp
+from . import cnn, gpt, hf, mlp, vision
 
 
 @dataclass
@@ -41,6 +42,7 @@ BUILDERS: dict[str, Callable[[str], tuple]] = {
     "gpt": gpt.build,
     "hf_gpt2": hf.build_gpt2,
     "hf_bert": hf.build_bert,
+    "vision": vision.build,
 }
 
 

@@ -66,15 +66,16 @@ _SEQ2SEQ = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attentio
 
 # What each kind of model takes and which modes apply to it: ``eval`` (no_grad, eval mode,
 # no cache), ``cache`` (the same with use_cache=True: the prefill returns a cache), ``decode``
-# (one new token given the prefill's cache as input) and ``train`` (train mode, dropout 0: the
-# forward with labels or a loss over its first output, then backward).
+# (one new token given the prefill's cache as input; an encoder-decoder also gets the prefill's
+# encoder output, as ``generate`` gives it, and does not encode again) and ``train`` (train
+# mode, dropout 0: the forward with labels or a loss over its first output, then backward).
 KINDS: dict[str, tuple[str, ...]] = {
     "lm": ("eval", "cache", "decode", "train"),     # a causal LM head, given labels in training
     "encoder": ("eval", "train"),                   # a bare text encoder
-    "seq2seq": ("eval", "train"),                   # encoder-decoder given decoder inputs
+    "seq2seq": ("eval", "cache", "decode", "train"),  # encoder-decoder given decoder inputs
     "vision": ("eval", "train"),                    # pixel_values (2, 3, 16, 16)
     "audio": ("eval", "train"),                     # input_values (2, 400): a waveform
-    "speech2seq": ("eval", "train"),                # input_features (2, 8, 32) and decoder inputs
+    "speech2seq": ("eval", "cache", "decode", "train"),  # input_features (2, 8, 32), decoder inputs
 }
 
 
@@ -190,10 +191,12 @@ def _inputs(family: Family, mode: str, model: torch.nn.Module) -> dict:
         return {"pixel_values": torch.randn(2, 3, 16, 16)}
     if family.kind == "audio":
         return {"input_values": torch.randn(2, 400)}
-    if family.kind == "speech2seq":
-        return {"input_features": torch.randn(2, 8, 32), "decoder_input_ids": ids[:, :4]}
-    if family.kind == "seq2seq":
-        return {"input_ids": ids, "decoder_input_ids": ids[:, :4]}
+    if family.kind in ("seq2seq", "speech2seq"):
+        encoder_input = ({"input_features": torch.randn(2, 8, 32)} if family.kind == "speech2seq"
+                         else {"input_ids": ids})
+        if mode == "decode":
+            return _decode_step_inputs(model, encoder_input, ids[:, :4])
+        return {**encoder_input, "decoder_input_ids": ids[:, :4]}
     if family.kind == "encoder":
         return {"input_ids": ids}
     if mode == "train":
@@ -204,6 +207,20 @@ def _inputs(family: Family, mode: str, model: torch.nn.Module) -> dict:
         name = _cache_name(model)
         return {"input_ids": ids[:, -1:], name: getattr(prefill, name), "use_cache": True}
     return {"input_ids": ids}
+
+
+def _decode_step_inputs(model: torch.nn.Module, encoder_input: dict,
+                        decoder_ids: torch.Tensor) -> dict:
+    """An encoder-decoder's next step after an eager prefill of ``decoder_ids``: the last token,
+    the prefill's cache (self- and cross-attention) and its encoder output."""
+    from transformers.modeling_outputs import BaseModelOutput
+
+    with torch.no_grad():
+        prefill = model(**encoder_input, decoder_input_ids=decoder_ids[:, :-1], use_cache=True)
+    name = _cache_name(model)
+    encoded = BaseModelOutput(last_hidden_state=prefill.encoder_last_hidden_state)
+    return {"encoder_outputs": encoded, "decoder_input_ids": decoder_ids[:, -1:],
+            name: getattr(prefill, name), "use_cache": True}
 
 
 # What a decoder's cache is called, as argument and output field: transformers 5.24 (the newest

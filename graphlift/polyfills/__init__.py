@@ -126,6 +126,8 @@ POLYFILLS: dict[Any, Callable] = {
     _copy.deepcopy: copy.deepcopy,
     # typing: run-time no-ops.
     _typing.cast: typing.cast,  # its argument
+    _typing.get_origin: typing.get_origin,  # folded on a constant annotation (below)
+    _typing.get_args: typing.get_args,
     # torch.optim: what Optimizer.step's wrappers call (see optim.py).
     optim.record_function._graphlift_real_class: optim.record_function,  # records nothing
 }
@@ -134,6 +136,9 @@ POLYFILLS: dict[Any, Callable] = {
 # Originals whose calls on constant arguments run for real instead of through the stand-in
 # (substitute_in_graph(..., can_constant_fold_through=True)).
 CONSTANT_FOLDABLE: set[Any] = set()
+
+# typing: an annotation's origin and arguments are fixed when it is made.
+CONSTANT_FOLDABLE.update({_typing.get_origin, _typing.get_args})
 
 # re: on constants (patterns and matches are immutable values), run for real; else declined.
 for _name in ("compile", "search", "match", "fullmatch", "escape"):

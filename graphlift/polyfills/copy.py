@@ -1,8 +1,11 @@
 """copy.copy and copy.deepcopy of containers, in Python.
 
 Atomic values are returned as they are; lists, dicts and sets (and, for deepcopy, tuples) are
-rebuilt. Anything else goes to :func:`graphlift.polyfills.call_original`, which runs the real
-``copy`` function (a graph break while tracing).
+rebuilt, and deepcopy rebuilds an object of a plain user class (one that copies by the default
+reduction: a new object whose instance dict is a deep copy of the original's, as
+``copy._reconstruct`` makes it; transformers' ``config.get_text_config()`` deep-copies a config).
+Anything else goes to :func:`graphlift.polyfills.call_original`, which runs the real ``copy``
+function (a graph break while tracing).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import collections
 import copy as _copy
 import types
+from copyreg import dispatch_table
 
 from graphlift.polyfills.support import call_original
 
@@ -80,4 +84,36 @@ def _deepcopy(x, memo):
         result = cls(items)
         memo.append((x, result))
         return result
+    if _copies_by_default(x, cls):
+        return _deepcopy_object(x, cls, memo)
     return call_original(_copy.deepcopy, x)
+
+
+# What a class that copies by the default reduction inherits from object (3.10 has no
+# object.__getstate__).
+_DEFAULT_REDUCTION = {"__reduce_ex__": object.__reduce_ex__, "__reduce__": object.__reduce__,
+                      "__getstate__": getattr(object, "__getstate__", None),
+                      "__setstate__": None, "__deepcopy__": None, "__new__": object.__new__,
+                      "__slots__": None}
+
+
+def _copies_by_default(x, cls) -> bool:
+    """Whether deepcopy(x) is copyreg.__newobj__(cls) with x's instance dict: a plain class (not
+    a metaclass, no copyreg entry) that keeps object's reduction and ``__new__`` and has no
+    slots in its MRO (a builtin's subclass has the builtin's ``__new__``)."""
+    if type(cls) is not type or issubclass(cls, type) or cls in dispatch_table:
+        return False
+    for name, inherited in _DEFAULT_REDUCTION.items():
+        if getattr(cls, name, None) is not inherited:
+            return False
+    return getattr(x, "__deepcopy__", None) is None
+
+
+def _deepcopy_object(x, cls, memo):
+    """copy._reconstruct of the default reduction: a new object, remembered before its state is
+    copied (the state may refer back to it), then its instance dict filled from the copy."""
+    result = object.__new__(cls)
+    memo.append((x, result))
+    state = _deepcopy(dict(x.__dict__), memo)
+    result.__dict__.update(state)
+    return result

@@ -15,6 +15,7 @@ import functools
 import gc
 import os
 import types
+import typing
 import weakref
 from typing import Any
 
@@ -444,7 +445,8 @@ def _is_constant_keyed_dict(value: Any) -> bool:
 def is_identity_key(key: Any) -> bool:
     """A dict key that compares by identity and hashes the same for its whole life: a class
     (whose metaclass keeps type's ``==`` and hash), a function, a builtin function of a module,
-    a builtin type's method (``str.upper``), a module, an enum member, or a tuple of such and of
+    a builtin type's method (``str.upper``), a module, an enum member, a special form of typing
+    (``Union``, ``Literal``: singletons that compare by identity), or a tuple of such and of
     constants."""
     if type(key) is tuple:
         return all(is_constant_value(item) or is_identity_key(item) for item in key)
@@ -454,7 +456,8 @@ def is_identity_key(key: Any) -> bool:
     if isinstance(key, types.BuiltinFunctionType):
         return key.__self__ is None or isinstance(key.__self__, types.ModuleType)
     return isinstance(key, (types.FunctionType, types.ModuleType, enum.Enum,
-                            types.MethodDescriptorType, types.WrapperDescriptorType))
+                            types.MethodDescriptorType, types.WrapperDescriptorType,
+                            typing._SpecialForm))
 
 
 def _is_registry_dict(value: Any) -> bool:

@@ -303,6 +303,14 @@ def _setattr(tx, args, kwargs):
     return ConstantVariable(None)
 
 
+def _delattr(tx, args, kwargs):
+    obj, name = args[0], args[1].as_constant()
+    if not isinstance(obj, UserObjectVariable):
+        raise Unsupported(f"delattr on {obj!r}", break_type="side_effect")
+    obj.delete_attr(tx, name)
+    return ConstantVariable(None)
+
+
 def _super(tx, args, kwargs):
     if args:
         return SuperVariable(args[0].as_constant(), args[1])
@@ -700,6 +708,7 @@ BUILTIN_HANDLERS: dict[Any, Callable] = {
     getattr: _getattr,  # getattr(obj, "name"[, default])
     hasattr: _hasattr,
     setattr: _setattr,  # on objects: a store (in-frame) or a ledger entry (inputs)
+    delattr: _delattr,  # on objects made in the frame: out of the instance dict
     bool: _bool,  # of a user object: its __bool__ or __len__
     inspect.signature: _signature,  # of a user function or method, from the real function
     # True while tracing, as under torch.compile: libraries take their compile-friendly paths.

@@ -28,7 +28,7 @@ from graphlift.trace_rules import Decision, Kind
 from graphlift.variables import autograd  # noqa: F401  (registers Function.apply's handler)
 from graphlift.variables.base import Translator, VariableTracker, lookup_class_attr, raise_real
 from graphlift.variables.builtins import BuiltinVariable
-from graphlift.variables.constant import wrap_constant
+from graphlift.variables.constant import is_constant_value, wrap_constant
 from graphlift.variables.custom_ops import OPERATOR_TYPES, wrap_operator
 from graphlift.variables.distributed import DistributedFunctionVariable
 from graphlift.variables.functions import UserFunctionVariable, UserMethodVariable
@@ -157,7 +157,7 @@ class PolyfillVariable(VariableTracker):
     def call(self, tx, args, kwargs):
         if trace_rules.constant_foldable(self.original) and \
                 all(value.is_constant() for value in [*args, *kwargs.values()]):
-            return self._fold(args, kwargs)
+            return self._fold(tx, args, kwargs)
         if getattr(self.polyfill, "_graphlift_lazy", False):
             return make_lazy_iterator(self.polyfill, args, kwargs)
         if isinstance(self.polyfill, type):
@@ -167,14 +167,16 @@ class PolyfillVariable(VariableTracker):
             result.stand_for(self.original)  # itertools.chain(...) is a chain to the program
         return result
 
-    def _fold(self, args, kwargs) -> VariableTracker:
-        """The original called for real on constants (``can_constant_fold_through``)."""
+    def _fold(self, tx, args, kwargs) -> VariableTracker:
+        """The original called for real on constants (``can_constant_fold_through``); a result
+        that is no constant (a class: ``typing.get_origin(int | None)``) is wrapped as a value
+        made here, unguarded."""
         try:
             value = self.original(*(a.as_constant() for a in args),
                                   **{k: v.as_constant() for k, v in kwargs.items()})
         except Exception as error:
             raise raise_real(error) from error
-        return wrap_constant(value)
+        return wrap_constant(value) if is_constant_value(value) else tx.wrap_unguarded(value)
 
     def var_getattr(self, tx, name):
         try:

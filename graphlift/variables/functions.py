@@ -103,6 +103,9 @@ class BaseUserFunctionVariable(VariableTracker):
     def python_type(self) -> type:
         return types.FunctionType
 
+    def truthy(self, tx: Translator) -> bool:
+        return True  # a function defines neither __bool__ nor __len__: always true
+
     def defaults(self, tx: Translator) -> list[VariableTracker]:
         raise NotImplementedError
 
@@ -131,6 +134,8 @@ class BaseUserFunctionVariable(VariableTracker):
                                     else self.globals.get("__name__"))
         if name == "__code__":  # read-only inspection (co_varnames, co_argcount): a constant
             return ConstantVariable(self.code)
+        if name == "__class__":  # a function's class cannot be reassigned (torchvision's
+            return tx.wrap_unguarded(types.FunctionType)  # usage logging reads its name)
         if name == "__get__":  # binding by hand (LRScheduler's wrapper of optimizer.step)
             return FunctionGetVariable(self)
         if lookup_class_attr(types.FunctionType, name) is MISSING and \
@@ -274,9 +279,10 @@ def module_globals_source(globals_dict: dict[str, Any]) -> Source | None:
     return None
 
 
-def definition_source(fn: types.FunctionType) -> Source | None:
-    """A source reading ``fn`` from its module by its qualified name (``Class.method``, through
-    the class's ``__dict__`` values), if that path leads to ``fn`` itself."""
+def definition_source(fn: types.FunctionType | type) -> Source | None:
+    """A source reading ``fn`` (a function or a class) from its module by its qualified name
+    (``Class.method``, through the class's ``__dict__`` values), if that path leads to ``fn``
+    itself."""
     module = sys.modules.get(getattr(fn, "__module__", None) or "")
     qualname = getattr(fn, "__qualname__", "")
     if module is None or "<" in qualname:

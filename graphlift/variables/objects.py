@@ -43,7 +43,11 @@ from graphlift.variables.context import (
     set_grad_mode,
 )
 from graphlift.variables.exceptions import ExceptionVariable
-from graphlift.variables.functions import UserFunctionVariable, UserMethodVariable
+from graphlift.variables.functions import (
+    UserFunctionVariable,
+    UserMethodVariable,
+    definition_source,
+)
 from graphlift.variables.methods import call_builtin_method
 from graphlift.variables.symbolic import SymNodeVariable
 from graphlift.variables.tensor import TensorVariable
@@ -53,6 +57,15 @@ MAX_ITERATION = 10_000
 # 3.13 says why a new attribute cannot be set on an object without a __dict__.
 _NO_DICT_TO_SET = " and no __dict__ for setting new attributes" if sys.version_info >= (3, 13) \
     else ""
+
+
+def _no_attribute_to_delete(cls: type, name: str) -> AttributeError:
+    """What ``del obj.name`` raises when the instance dict has no ``name``."""
+    if sys.version_info[:2] == (3, 10):
+        return AttributeError(name)
+    if sys.version_info[:2] in ((3, 11), (3, 12), (3, 13)):
+        return AttributeError(f"{cls.__name__!r} object has no attribute {name!r}")
+    raise NotImplementedError(f"del obj.name's message on Python {sys.version_info[:2]}")
 
 
 def is_user_class(cls: type) -> bool:
@@ -481,9 +494,14 @@ class UserObjectVariable(VariableTracker):
         return bind_class_attr(tx, self, self.cls, name, attr, source)
 
     def _class_attr_source(self, name: str):
-        if self.source is None:
-            return None
-        return AttrSource(AttrSource(self.source, "__class__"), name)
+        if self.source is not None:
+            return AttrSource(AttrSource(self.source, "__class__"), name)
+        if self.is_new and type(lookup_class_attr(self.cls, name)) in (list, dict):
+            # A mutable class attribute (a strict dataclass's validators, which its __setattr__
+            # reads) must be guarded to be traced: read through the class's path from its module.
+            class_source = definition_source(self.cls)
+            return AttrSource(class_source, name) if class_source is not None else None
+        return None
 
     def call_builtin_method(self, tx, owner: type, name: str, args: list[VariableTracker],
                             kwargs: dict[str, VariableTracker]) -> VariableTracker:
@@ -741,6 +759,32 @@ class UserObjectVariable(VariableTracker):
         else:
             tx.output.side_effects.write_local(self)
         self.attrs[name] = value
+
+    def delete_attr(self, tx, name: str) -> None:
+        """``del self.name``: the class's ``__delattr__`` if it defines one in Python."""
+        deleter = lookup_class_attr(self.cls, "__delattr__")
+        if isinstance(deleter, types.FunctionType):
+            self.special_method(tx, "__delattr__").call(tx, [ConstantVariable(name)], {})
+        elif deleter is object.__delattr__:
+            self.generic_delattr(tx, name)
+        else:
+            raise Unsupported(f"{self.cls.__qualname__}.__delattr__ of type "
+                              f"{type(deleter).__name__} is not traced")
+
+    def generic_delattr(self, tx, name: str) -> None:
+        """``object.__delattr__(self, name)`` on an object made in the frame: out of its
+        instance dict (a deletion on an input object would need the ledger: refused)."""
+        if not self.is_new:
+            raise Unsupported(f"del of an attribute of {self!r}", break_type="side_effect")
+        descriptor = lookup_class_attr(self.cls, name)
+        slot = isinstance(descriptor, types.MemberDescriptorType)
+        if hasattr(type(descriptor), "__delete__") and not slot:
+            raise Unsupported(f"deletion through descriptor {self.cls.__qualname__}.{name}")
+        if name not in self.attrs:  # an empty slot says only its name
+            raise raise_real(AttributeError(name) if slot else
+                             _no_attribute_to_delete(self.cls, name))
+        tx.output.side_effects.write_local(self)
+        del self.attrs[name]
 
     def call(self, tx, args, kwargs):
         if issubclass(self.cls, torch.nn.Module):
@@ -1111,6 +1155,11 @@ def _object_setattr(tx, obj, name, value):
     return ConstantVariable(None)
 
 
+def _object_delattr(tx, obj, name):
+    obj.generic_delattr(tx, _attribute_name(name))
+    return ConstantVariable(None)
+
+
 def _object_getattribute(tx, obj, name):
     return obj.generic_getattr(tx, _attribute_name(name))
 
@@ -1148,6 +1197,7 @@ def _none(tx, obj, *args):
 # object's C methods that user objects are traced through (the others read identity, repr...).
 OBJECT_METHODS = {
     "__setattr__": _object_setattr,  # the store itself, past the class's __setattr__
+    "__delattr__": _object_delattr,  # the deletion itself, past the class's __delattr__
     "__getattribute__": _object_getattribute,  # the lookup itself, without __getattr__
     "__init__": _object_init,  # nothing, or TypeError for arguments it does not take
     "__eq__": _object_eq,  # identity, else NotImplemented
