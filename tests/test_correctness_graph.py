@@ -910,7 +910,9 @@ register_counts("make_subclass", _makes_a_subclass, _t3)
 def test_a_c_staticmethod_read_through_a_class_is_no_internal_error(capsys):
     counter = compare(_makes_a_subclass, lambda i: (t(3, seed=i),), capsys)
     graphs, _ = dynamo_counts("make_subclass")
-    assert counter.frame_count == graphs
+    # Both break at _make_subclass; graphlift also compiles the resumed frame (z * 2), whose
+    # __torch_function__ subclass input it traces: one graph more than torch.compile's.
+    assert (counter.frame_count, graphs) == (2, 1)
     compiled = graphlift.compile(_makes_a_subclass, backend="eager")
     compiled(t(3))
     assert graphlift.stats(compiled).internal_errors == 0
