@@ -928,7 +928,10 @@ def _describe(value: Any) -> str:
     name = None
     for attr in ("__qualname__", "__name__"):
         try:
-            name = getattr(value, attr, None)
+            # A module's own __getattr__ is the program's code (a lazy module imports): only
+            # what its dict holds.
+            name = vars(value).get(attr) if isinstance(value, types.ModuleType) else \
+                getattr(value, attr, None)
         except Exception:
             name = None
         if isinstance(name, str) and name:

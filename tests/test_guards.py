@@ -464,3 +464,41 @@ def test_first_failure_names_the_tensor_size():
         with pytest.raises(graphlift.RecompileError) as info:
             compiled(torch.randn(5))
     assert "- 0/0: L['x'].size()[0] == 3 (now 5)" in str(info.value)
+
+
+LAZY_TABLE: dict = {}
+
+
+def _lazy_module():
+    """A module whose own ``__getattr__`` records every name asked of it in ``LAZY_TABLE`` (as a
+    lazy module imports what it is asked for)."""
+    import types
+
+    module = types.ModuleType("lazy_module")
+
+    def lazy(name):
+        LAZY_TABLE["asked " + name] = True
+        raise AttributeError(name)
+
+    module.__getattr__ = lazy
+    return module
+
+
+def reads_the_lazy_table(x):
+    return x + LAZY_TABLE["k"]
+
+
+def test_guarding_a_module_runs_none_of_its_code():
+    """A dict holding a module is guarded item by item: describing the module's identity guard
+    read its __qualname__ through the module's own __getattr__ (the program's code, at compile
+    time), which here grew the dict being wrapped (an internal error); in a lazy module it
+    imports."""
+    LAZY_TABLE.clear()
+    LAZY_TABLE.update(m=_lazy_module(), k=2)
+    compiled = graphlift.compile(reads_the_lazy_table)
+    with graphlift.config.patch(raise_internal_errors=True):
+        for _ in range(2):
+            assert torch.equal(compiled(torch.ones(2)), torch.full((2,), 3.0))
+    assert sorted(LAZY_TABLE) == ["k", "m"]
+    assert graphlift.stats(compiled).compiles == 1
+    LAZY_TABLE.clear()

@@ -249,9 +249,9 @@ def _wrap_dict(builder: VariableBuilder, value: dict, source: Source) -> Variabl
     """A dict with constant keys: item by item, guarded by its type and its keys in order."""
     guards = builder.tx.guards
     guards.type_match(source, value)
-    guards.dict_keys(source, list(value))
-    return DictVariable({k: builder.wrap(v, ItemSource(source, k)) for k, v in value.items()},
-                        source)
+    items = list(value.items())  # wrapping a value may import a module: sys.modules grows
+    guards.dict_keys(source, [k for k, _ in items])
+    return DictVariable({k: builder.wrap(v, ItemSource(source, k)) for k, v in items}, source)
 
 
 def _wrap_registry_dict(builder: VariableBuilder, value: dict,
