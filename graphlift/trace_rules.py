@@ -542,7 +542,7 @@ def torch_substitute(fn: Any) -> Callable | None:
     torch.compile's tracer: those are left out, graphlift has its own.
     """
     functions = sys.modules.get(TORCH_POLYFILLED)
-    if functions is None or not _hashable(fn):
+    if functions is None or not hashable(fn):
         return None
     handler = functions.PolyfilledFunctionVariable._get_polyfill_handlers().get(fn)
     stand_in = getattr(handler, "__torch_dynamo_polyfill__", None)
@@ -553,7 +553,7 @@ def torch_substitute(fn: Any) -> Callable | None:
 
 def constant_foldable(fn: Any) -> bool:
     """Whether calls of ``fn`` on constants run for real (``can_constant_fold_through``)."""
-    if not _hashable(fn):
+    if not hashable(fn):
         return False
     if fn in CONSTANT_FOLDABLE:
         return True
@@ -582,7 +582,7 @@ def _by_object(fn: Any) -> Decision | None:
     """Rules that recognise the object itself (before its module is considered)."""
     if fn is graph_break:  # before the row for graphlift's own module
         return Decision(Kind.SKIP, FORCED_BREAK)
-    higher_order = HIGHER_ORDER_OPS.get(fn) if _hashable(fn) else None
+    higher_order = HIGHER_ORDER_OPS.get(fn) if hashable(fn) else None
     if higher_order is not None:
         return Decision(Kind.GRAPH, HIGHER_ORDER, target=higher_order)
     stateful = stateful_reason(fn)  # before torch's markers: torch._dynamo disables manual_seed
@@ -599,7 +599,7 @@ def _by_object(fn: Any) -> Decision | None:
     if numpy_entry is not None and numpy_entry[0] is fn:  # before the third-party row
         return Decision(Kind.GRAPH, NUMPY_FUNCTION, target=numpy_entry[1])
     polyfill = (polyfill_for(fn) or torch_substitute(fn)) if config.use_polyfills else None
-    if _hashable(fn) and fn in IO_BUILTINS:
+    if hashable(fn) and fn in IO_BUILTINS:
         return Decision(Kind.SKIP, IO_BUILTIN)
     if is_handled_builtin(fn):
         return Decision(Kind.BUILTIN, PYTHON_BUILTIN, target=polyfill)
@@ -634,10 +634,10 @@ def _by_object(fn: Any) -> Decision | None:
         return Decision(Kind.GRAPH, TORCH_OP)
     if isinstance(fn, CustomOpDef):  # before the module row: an object of torch._library
         return Decision(Kind.GRAPH, CUSTOM_OP)
-    distributed = DISTRIBUTED_MODELLED.get(fn) if _hashable(fn) else None
+    distributed = DISTRIBUTED_MODELLED.get(fn) if hashable(fn) else None
     if distributed is not None:  # before the module row that skips torch.distributed
         return Decision(distributed.kind, distributed)
-    if _hashable(fn) and fn in TORCH_WRAPPED_PYTHON:
+    if hashable(fn) and fn in TORCH_WRAPPED_PYTHON:
         return Decision(Kind.GRAPH, TORCH_PYTHON)
     return None
 
@@ -784,7 +784,7 @@ def is_modelled_builtin(fn: Any) -> bool:
 
 def is_handled_builtin(fn: Any) -> bool:
     """Whether variables/builtins.py has a handler for ``fn`` (object.__setattr__ included)."""
-    return _hashable(fn) and fn in MODELLED_BUILTINS
+    return hashable(fn) and fn in MODELLED_BUILTINS
 
 
 # -- overrides -----------------------------------------------------------------------------------
@@ -863,9 +863,10 @@ def _safe_getattr(fn: Any, name: str) -> Any:
     return fn.__dict__.get(name) if isinstance(fn, types.FunctionType) else None
 
 
-def _hashable(fn: Any) -> bool:
+def hashable(value: Any) -> bool:
+    """Whether ``value`` can be a key of the rule tables (and any dict or set)."""
     try:
-        hash(fn)
+        hash(value)
     except TypeError:
         return False
     return True

@@ -11,7 +11,7 @@ import sys
 import types
 from typing import Any
 
-from graphlift import bytecode
+from graphlift import bytecode, trace_rules
 from graphlift.exc import Unsupported
 from graphlift.rebuild import Codegen
 from graphlift.sources import (
@@ -415,7 +415,7 @@ class LruCacheVariable(VariableTracker):
 
     def call(self, tx, args, kwargs):
         values = [*args, *kwargs.values()]
-        if not all(v.is_constant() and _hashable(v.as_constant()) for v in values):
+        if not all(v.is_constant() and trace_rules.hashable(v.as_constant()) for v in values):
             raise Unsupported(f"{self.describe()} called with arguments that are not hashable "
                               "constants")
         wrapped = self.wrapper.__wrapped__
@@ -456,13 +456,6 @@ def call_marked_constant(tx: Translator, marked: Any, fn: Any,
                 **{k: v.as_constant() for k, v in kwargs.items()})
     return tx.wrap_unguarded(result) if is_constant_value(result) else None
 
-
-def _hashable(value: Any) -> bool:
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
 
 
 class UserMethodVariable(VariableTracker):

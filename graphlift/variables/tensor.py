@@ -390,9 +390,9 @@ class TorchCallableVariable(VariableTracker):
         reason = trace_rules.stateful_reason(self.fn)
         if reason is not None:
             raise Unsupported(f"torch.{self.describe()} {reason}", break_type="skipped_function")
-        if _hashable(self.fn) and self.fn in NOT_DIFFERENTIABLE_IN_GRAPH:
+        if trace_rules.hashable(self.fn) and self.fn in NOT_DIFFERENTIABLE_IN_GRAPH:
             _refuse_differentiating(self.fn, args, kwargs)
-        if _hashable(self.fn) and self.fn in USER_CHECKS:
+        if trace_rules.hashable(self.fn) and self.fn in USER_CHECKS:
             if _check_passes(tx, self.fn, args, kwargs):
                 return ConstantVariable(None)
             _refuse_unfaithful_check(self.fn, args, kwargs)
@@ -422,13 +422,6 @@ def _refuse_differentiating(fn: Any, args: list[VariableTracker],
                           "so it runs eagerly", break_type="unsupported_operator",
                           hints=("run it under torch.no_grad() to keep it in the graph",))
 
-
-def _hashable(fn: Any) -> bool:
-    try:
-        hash(fn)
-    except TypeError:
-        return False
-    return True
 
 
 # torch's checks whose condition may be data-dependent (an unbacked SymBool): the positions of

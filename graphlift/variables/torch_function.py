@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from graphlift import trace_rules
 from graphlift.exc import Unsupported
 from graphlift.variables.base import MISSING, Translator, VariableTracker, lookup_class_attr
 from graphlift.variables.constant import ConstantVariable
@@ -104,17 +105,17 @@ def dispatch(tx: Translator, op: str, target: Any, args: list[VariableTracker],
         return _as_subclass_call(args, kwargs)
     if tx.output.torch_function_disabled:
         return None
-    if _hashable(target) and target is torch.overrides.handle_torch_function:
+    if trace_rules.hashable(target) and target is torch.overrides.handle_torch_function:
         # A torch function written in Python hands its own call over (F.relu, Tensor.split).
         func, relevant, *args = args
         return _dispatch_to(tx, _single_class(tx, [relevant]), func, args, kwargs)
     cls = _single_class(tx, [*args, *kwargs.values()])
     if cls is None:
         return None
-    if _hashable(target) and target in HAS_TORCH_FUNCTION:
+    if trace_rules.hashable(target) and target in HAS_TORCH_FUNCTION:
         return ConstantVariable(True)  # an argument is a subclass's object: it has one
     function = _torch_function_of(tx, cls)
-    reversed_name = REVERSED_METHODS.get(target) if _hashable(target) else None
+    reversed_name = REVERSED_METHODS.get(target) if trace_rules.hashable(target) else None
     if reversed_name is not None and len(args) == 2 and not kwargs and \
             not isinstance(args[0], TensorVariable):
         # ``1 - x``: eager calls Tensor.__rsub__(x, 1), which is what func is given.
@@ -215,7 +216,7 @@ def _eager_func(tx: Translator, op: str, target: Any, args: list[VariableTracker
         if eager is None:
             raise Unsupported(f"Tensor.{target} on a tensor subclass: no such method of Tensor")
         return EagerFuncVariable(eager, _graph_call(op, target))
-    name = OPERATOR_METHODS.get(target) if _hashable(target) else None
+    name = OPERATOR_METHODS.get(target) if trace_rules.hashable(target) else None
     if name is not None and args and isinstance(args[0], TensorVariable):
         return EagerFuncVariable(getattr(torch.Tensor, name), _graph_call(op, target))
     if function is TENSOR_TORCH_FUNCTION:
@@ -298,13 +299,6 @@ _TORCH_NAMESPACES = frozenset({"torch", "torch.functional", "torch.nn.functional
                                "torch._C._special", "torch.linalg", "torch._C._linalg", "torch.fft",
                                "torch._C._fft"})
 
-
-def _hashable(value: Any) -> bool:
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
 
 
 class TensorTorchFunctionVariable(VariableTracker):
